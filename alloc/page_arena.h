@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// alloc/page_arena.h — a dedicated jemalloc arena for cache pages.
+//
+// One manual arena (arenas.create) holds every page's data (kPageSize bytes,
+// page aligned) and every page descriptor (64 bytes).  Memory goes back to
+// this arena only.
+//
+// Thread caches.  jemalloc's automatic tcache ignores MALLOCX_ARENA on a hit
+// and would hand out other arenas' memory (jemalloc#1535; measured 14/64 in
+// rcu-and-jemalloc.md §3.5), and a free through it parks our pages where
+// malloc() picks them up.  So the automatic tcache is never used with this
+// arena: every call passes either MALLOCX_TCACHE_NONE or a private tcache
+// created for one thread and used only for this arena (TcacheMode), on
+// allocation and on free alike.  tools/fill_free_bench measures both.
+//
+// Statistics.  jemalloc's stats refresh (`epoch`) locks every bin of every
+// arena, ~30 us: stats() is for human intervals (the PagePool refreshes it once
+// a second), never for 2 ms sampling.  Cheap counters live in PagePool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "alloc/page.h"
+
+namespace norefs::alloc {
+
+enum class TcacheMode {
+  none,     // MALLOCX_TCACHE_NONE: every call goes to the arena's bins
+  private_  // one tcache.create'd cache per thread, for this arena only
+};
+
+struct ArenaStats {
+  std::uint64_t active_bytes = 0;    // stats.arenas.<i>.pactive * page size
+  std::uint64_t resident_bytes = 0;  // stats.arenas.<i>.resident
+};
+
+class PageArena {
+ public:
+  PageArena();
+  // Destroys the arena.  Context: every page and descriptor has been freed and
+  // every tcache given out by tcache_create() destroyed.
+  ~PageArena();
+  PageArena(const PageArena&) = delete;
+  PageArena& operator=(const PageArena&) = delete;
+
+  unsigned index() const { return index_; }
+
+  // `tcache` is a private tcache id from tcache_create(), or kNoTcache.
+  static constexpr int kNoTcache = -1;
+  // nullptr when the arena cannot grow (ENOMEM).
+  std::byte* alloc_data(int tcache);
+  void free_data(std::byte* data, int tcache);
+  Page* alloc_descriptor(int tcache);
+  void free_descriptor(Page* page, int tcache);
+
+  int tcache_create();
+  void tcache_flush(int tcache);
+  void tcache_destroy(int tcache);
+
+  // True if jemalloc says `p` lives in this arena (arenas.lookup).  Slow: tests.
+  bool owns(const void* p) const;
+  // Refreshes jemalloc's statistics and reads this arena's.  Slow (see above).
+  ArenaStats stats() const;
+
+ private:
+  int flags(int tcache, std::size_t align) const;
+  unsigned index_ = 0;
+};
+
+}  // namespace norefs::alloc

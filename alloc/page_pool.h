@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// alloc/page_pool.h — page allocation and the RCU-deferred free engine.
+//
+// The guarantee (design.md, "Page lifecycle"): the memory of a page found in
+// an index under rcu::read_lock() is not reused, purged or unmapped before
+// that reader's rcu::read_unlock().  Everything here exists to give that
+// guarantee while keeping what waits for a grace period small.
+//
+// Shape (the kernel series' patches 1, 2, 6, 7 and 8, per thread instead of
+// per CPU):
+//
+//  free(page)  ── rcu_free clear, or defer off ──────────────> arena
+//      │ rcu_free set
+//      v
+//  slot.pending ──cut──> slot.inflight (one batch, stamped with a cookie)
+//      │                    │ grace period `cookie` completes
+//      │                    v
+//      │                  arena  (freed by the owner on its next free(), or
+//      │                          by the driver thread right after the GP)
+//      │ pending >= expedite_pages
+//      v
+//  expedite worker: takes the whole pending list, synchronize(), frees it.
+//
+// Slots.  Each thread that uses the pool gets a slot: a pending list, at most
+// one in-flight batch, a private jemalloc tcache (TcacheMode::private_), and
+// its counters (in the StatsBlock).  The slot lock — short, per slot, taken by
+// the owner on each deferred free and by the driver and expedite worker when
+// they visit — makes "cut pending into the batch" and "stamp it with the
+// cookie of the grace period it needs" one step, so no page joins a batch
+// whose grace period has already started.  A page waits one to two grace
+// periods (grace_period.h).
+//
+// Threads come and go (libfuse creates and destroys workers).  A thread gets
+// a slot on first use; at thread exit it hands the slot back: the lists stay
+// in it, the driver keeps draining them, and the next new thread may adopt
+// the slot with whatever is still on it.  So nothing is lost when a thread
+// exits and slots are bounded by the peak number of live threads.
+//
+// Grace-period engines (Config::gp_engine), both kept so that they can be
+// measured side by side (tools/fill_free_bench):
+//  - driver (default): one thread of ours runs GracePeriods::synchronize()
+//    whenever a batch waits, then frees every completed batch and cuts the
+//    pending lists behind them.  Owners also free their own completed batch
+//    when they next free a page (same thread, warm tcache).
+//  - call_rcu: each cut batch is handed to liburcu's call_rcu; the callback
+//    frees it and cuts the next.  liburcu 0.13's worker sleeps 10 ms per
+//    batch, so pages wait ~10 ms and pile up without expedite.
+//
+// Lock order: registry_mu_ -> slot lock.  The expedite queue lock and the
+// driver's wake lock are leaves.  No lock here is taken inside a read-side
+// section, and none is held across synchronize().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "alloc/page.h"
+#include "alloc/page_arena.h"
+#include "alloc/stats_block.h"
+
+namespace norefs::alloc {
+
+enum class GpEngine { driver, call_rcu };
+
+struct PagePoolConfig {
+  // false: every page goes straight back to the arena.  The baseline, and the
+  // unsafe control of the evict-race checker.  Never for production.
+  bool defer = true;
+  // false: the series' patches 1-6 alone, nothing bounds a slot's lists.
+  bool expedite = true;
+  // A slot's pending list at this length is handed to the expedite worker.
+  std::size_t expedite_pages = 1024;
+  GpEngine gp_engine = GpEngine::driver;
+  TcacheMode tcache = TcacheMode::private_;
+  // Stamp every queued page with the grace periods started when it was
+  // queued, and count (stats: check_violations) any page freed before a
+  // grace period that started after that.  One extra load per page.
+  bool check = false;
+  // Fill a page with kPoisonByte just before it goes back to the arena, so
+  // that a reader of freed memory sees it.  For tests and checkers.
+  bool poison_on_free = false;
+  // Test control only: cut batches are freed without waiting for their grace
+  // period.  Lets a test prove that the check mode detects a broken engine.
+  bool debug_skip_grace_period = false;
+  // Where the counters are published (StatsBlock); empty = anonymous.
+  std::string stats_path;
+  // Threads that may use the pool at once.  One more aborts with a message.
+  std::size_t max_threads = 1024;
+  // How often the driver refreshes the arena's jemalloc statistics.
+  unsigned arena_stats_interval_ms = 1000;
+};
+
+inline constexpr std::uint8_t kPoisonByte = 0x6b;
+
+class PagePool {
+ public:
+  // Throws std::system_error if the stats block cannot be created.
+  explicit PagePool(const PagePoolConfig& config = {});
+  // Drains every list, waits for every grace period, destroys the arena.
+  // Context: no other thread uses the pool any more.  Every page allocated
+  // must have been freed; a leak is reported on stderr and aborts.
+  ~PagePool();
+  PagePool(const PagePool&) = delete;
+  PagePool& operator=(const PagePool&) = delete;
+
+  // A page with a zero state and kPageSize bytes of (unzeroed) data, or
+  // nullptr when memory is exhausted.
+  Page* alloc();
+
+  // The one free function.  Called by whoever drops the last reference.
+  // rcu_free set -> waits for a grace period; clear -> arena now.
+  // Context: any thread; not inside a read-side section that can outlive the
+  // call (the free may run an already completed batch); holding no lock that
+  // a read-side section takes.
+  void free(Page* page);
+
+  // For pages of a file being deleted or forgotten: no handle exists, so no
+  // lockless reader can (the rule in design.md).  Never deferred.
+  void free_not_deferred(Page* page);
+
+  // Removal loops call this every page or so: if this thread's expedite work
+  // is queued and has not started, yield so that it runs (patch 8).
+  void make_way();
+
+  // Waits until every page freed before the call has reached the arena.
+  // Context: not inside a read-side section.
+  void drain();
+
+  Counters counters() const;
+  const PagePoolConfig& config() const;
+  // Refreshes and returns the arena's jemalloc statistics.  Slow (~30 us,
+  // locks every bin): at human intervals only.
+  ArenaStats arena_stats() const;
+  // True if `p` is memory of this pool's arena (arenas.lookup).  Slow.
+  bool owns(const void* p) const;
+  const std::string& stats_path() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace norefs::alloc

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "alloc/rcu.h"
+
+#include <urcu/call-rcu.h>
+
+namespace norefs::alloc::rcu {
+namespace detail {
+
+thread_local bool registered = false;
+#ifdef NOREFS_TSAN
+char tsan_gp_sync;
+#endif
+
+namespace {
+// Unregisters at thread exit.  Constructed only on the slow path, so the
+// inline fast path tests a trivially destructible bool.
+struct Registration {
+  Registration() { urcu_memb_register_thread(); }
+  ~Registration() {
+    urcu_memb_unregister_thread();
+    registered = false;
+  }
+};
+}  // namespace
+
+void register_slow() {
+  thread_local Registration registration;
+  registered = true;
+}
+
+}  // namespace detail
+
+void synchronize() {
+  urcu_memb_synchronize_rcu();
+#ifdef NOREFS_TSAN
+  __tsan_acquire(&detail::tsan_gp_sync);
+#endif
+}
+
+void call(Head* head, void (*func)(Head*)) {
+  register_thread();
+  urcu_memb_call_rcu(head, func);
+}
+
+void barrier() {
+  register_thread();
+  urcu_memb_barrier();
+}
+
+}  // namespace norefs::alloc::rcu
