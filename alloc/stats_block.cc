@@ -150,6 +150,7 @@ Counters sum_counters(const StatsHeader& h, const SlotCounters* slots) {
   c.gp_started = rd(h.gp_started);
   c.gp_completed = rd(h.gp_completed);
   c.check_violations = rd(h.check_violations);
+  c.make_way_yields = rd(h.make_way_yields);
   c.arena_active_bytes = rd(h.arena_active_bytes);
   c.arena_resident_bytes = rd(h.arena_resident_bytes);
   c.config = rd(h.config);

@@ -72,6 +72,7 @@ struct alignas(64) StatsHeader {
   Counter expedited_pages;           // pages freed by expedite works
   Counter peak_waiting;              // max of pending+inflight seen at every sweep
   Counter check_violations;          // check mode: pages freed before their grace period
+  Counter make_way_yields;           // make_way() calls that yielded to the expedite worker
 
   alignas(64) Counter arena_active_bytes;    // refreshed at human intervals
   Counter arena_resident_bytes;
@@ -92,7 +93,7 @@ struct Counters {
   std::uint64_t allocated = 0, deferred = 0, immediate = 0, not_deferred = 0;
   std::uint64_t freed_after_gp = 0;
   std::uint64_t grace_periods = 0, expedites = 0, expedited_pages = 0;
-  std::uint64_t gp_started = 0, gp_completed = 0, check_violations = 0;
+  std::uint64_t gp_started = 0, gp_completed = 0, check_violations = 0, make_way_yields = 0;
   std::uint64_t threads = 0, slots = 0;
   std::uint64_t arena_active_bytes = 0, arena_resident_bytes = 0;
   std::uint64_t config = 0;
