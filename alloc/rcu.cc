@@ -24,6 +24,12 @@ struct Registration {
 }  // namespace
 
 void register_slow() {
+  // liburcu's own threads (the call_rcu worker, which runs our callbacks)
+  // register themselves; registering again would trip its assertion.
+  if (URCU_TLS(urcu_memb_reader).registered) {
+    registered = true;
+    return;
+  }
   thread_local Registration registration;
   registered = true;
 }

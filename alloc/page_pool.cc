@@ -1,0 +1,666 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// The design block is in page_pool.h.  Invariants kept under each slot lock:
+//   (I1) pending non-empty  =>  inflight non-empty.
+//        Whenever inflight empties (its batch freed), pending is cut into it
+//        in the same critical section.  So a slot needs no outside help to
+//        drain: its in-flight batch always has a grace period coming, and
+//        that grace period's sweep (or callback) cuts the rest.  It is why a
+//        thread can exit and leave its lists behind.
+//   (I2) every page on inflight was on pending before the cut; the cut takes
+//        the batch's cookie (driver) or hands it to call_rcu after the
+//        pages are queued, so the batch's grace period begins after every
+//        one of its pages was queued (grace_period.h for the ordering).
+//   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + pages an
+//        expedite work or a freeing thread has taken but not yet freed.
+#include "alloc/page_pool.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "alloc/grace_period.h"
+#include "alloc/rcu.h"
+
+namespace norefs::alloc {
+namespace {
+
+[[noreturn]] void die(const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "norefs: %s:%d: %s\n", file, line, msg.c_str());
+  std::abort();
+}
+#define NOREFS_DIE(msg) die(__FILE__, __LINE__, (msg))
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// A lock for critical sections of a few list operations.  Spins briefly, then
+// yields: with more threads than cores the holder may be preempted.
+class SpinLock {
+ public:
+  void lock() {
+    // Acquire pairs with the release in unlock(): the previous holder's list
+    // and counter writes are visible to us.
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins < 64) {
+          cpu_relax();
+        } else {
+          sched_yield();
+        }
+      }
+    }
+  }
+  void unlock() { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
+// A LIFO of pages linked through Page::free_next.  Not thread-safe: every
+// list lives under a slot lock or belongs to one thread.
+struct PageList {
+  Page* head = nullptr;
+  std::size_t n = 0;
+
+  bool empty() const { return n == 0; }
+  void push(Page* p) {
+    p->free_next = head;
+    head = p;
+    n++;
+  }
+  PageList take() { return std::exchange(*this, PageList{}); }
+};
+
+std::uint64_t monotonic_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+}  // namespace
+
+struct Slot;
+
+// The call_rcu engine's handle on a slot's in-flight batch.  Standard layout
+// with the head first, so the callback can get back to the slot.
+struct BatchHead {
+  rcu::Head head;
+  Slot* slot;
+};
+
+struct alignas(64) Slot {
+  SpinLock lock;
+  PageList pending;                  // guarded by lock
+  PageList inflight;                 // guarded by lock
+  std::uint64_t inflight_cookie = 0;  // guarded by lock; driver engine
+  bool on_call_rcu = false;          // guarded by lock; call_rcu engine: batch handed over
+  BatchHead batch_head{};            // call_rcu engine; in use while on_call_rcu
+  // Set by the owner under the lock when it queues expedite work, cleared by
+  // the worker under the lock when it takes the list.  make_way() reads it
+  // without the lock (relaxed): it is a hint to yield, nothing more.
+  std::atomic<bool> expedite_queued{false};
+  int tcache = PageArena::kNoTcache;  // used only by the slot's owner thread
+  SlotCounters* ctr = nullptr;
+  PagePool::Impl* pool = nullptr;
+  bool owned = false;  // guarded by Impl::registry_mu
+};
+
+// Which thread uses which slot of which pool.  `tls_last` is the hot-path
+// cache (trivially destructible); `tls_bindings` is the full list, whose
+// destructor hands the slots back when the thread exits.
+struct Binding {
+  std::uint64_t pool_id = 0;
+  PagePool::Impl* pool = nullptr;
+  Slot* slot = nullptr;
+};
+struct ThreadBindings {
+  std::vector<Binding> list;
+  ~ThreadBindings();
+};
+thread_local Binding tls_last;
+thread_local ThreadBindings tls_bindings;
+
+// Live pools by id, so that an exiting thread never touches a destroyed pool.
+// Leaked on purpose: threads may exit after static destructors have run.
+struct LivePools {
+  std::mutex mu;
+  std::unordered_map<std::uint64_t, PagePool::Impl*> pools;  // guarded by mu
+  std::uint64_t next_id = 1;                                  // guarded by mu
+};
+LivePools& live_pools() {
+  static auto* p = new LivePools;
+  return *p;
+}
+
+struct PagePool::Impl {
+  explicit Impl(const PagePoolConfig& c);
+  ~Impl();
+
+  Page* alloc();
+  void free(Page* p);
+  void free_not_deferred(Page* p);
+  void make_way();
+  void drain();
+
+  Slot* my_slot() {
+    if (tls_last.pool_id == id) return tls_last.slot;
+    return my_slot_slow();
+  }
+  Slot* my_slot_slow();
+  void release_slot(Slot* s);
+
+  // Moves pending to inflight.  Context: slot lock held, inflight empty.
+  // Returns the cookie to request (driver) or 0.
+  std::uint64_t cut_locked(Slot* s);
+  // Driver engine only: a call_rcu batch is ready when its callback runs,
+  // and belongs to the callback until then.
+  bool batch_ready_locked(const Slot* s) const {
+    return config.gp_engine == GpEngine::driver && !s->inflight.empty() &&
+           (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
+  }
+  // Frees pages taken from `owner`'s lists after their grace period and
+  // settles owner's counters.
+  void free_waited(Slot* owner, PageList list);
+  void release_to_arena(Page* p, int tcache);
+
+  void request_gp(std::uint64_t cookie);
+  void driver_main();
+  bool sweep();  // frees completed batches, cuts the rest; true if it did anything
+  void update_peak();
+  void refresh_arena_stats();
+
+  void queue_expedite(Slot* s);
+  void expedite_main();
+  static void call_rcu_done(rcu::Head* head);
+
+  std::uint64_t waiting() const { return sum_waiting(stats.header(), &stats.slot(0)); }
+
+  const PagePoolConfig config;
+  std::uint64_t id = 0;
+  PageArena arena;
+  mutable StatsBlock stats;
+  GracePeriods gp;
+
+  std::mutex registry_mu;  // guards Slot::owned, slot creation; before any slot lock
+  std::unique_ptr<Slot[]> slots;
+  std::atomic<std::size_t> nslots{0};  // slots [0, nslots) are initialized
+
+  // Driver.  `gp_requested` is the highest cookie any batch waits for.
+  alignas(64) std::atomic<std::uint64_t> gp_requested{0};
+  std::atomic<bool> driver_sleeping{false};
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;
+  bool wake = false;  // guarded by wake_mu
+  std::atomic<bool> stop{false};
+  std::thread driver;
+  std::uint64_t arena_stats_due_ms = 0;  // driver thread only
+
+  // Expedite worker.
+  std::mutex expedite_mu;
+  std::condition_variable expedite_cv;
+  std::deque<Slot*> expedite_queue;  // guarded by expedite_mu
+  bool expedite_stop = false;        // guarded by expedite_mu
+  std::thread expediter;
+};
+
+ThreadBindings::~ThreadBindings() {
+  LivePools& lp = live_pools();
+  std::lock_guard<std::mutex> g(lp.mu);
+  for (const Binding& b : list) {
+    auto it = lp.pools.find(b.pool_id);
+    if (it != lp.pools.end()) it->second->release_slot(b.slot);
+  }
+}
+
+PagePool::Impl::Impl(const PagePoolConfig& c)
+    : config(c), stats(c.stats_path, c.max_threads), gp(stats.header()) {
+  if (config.max_threads == 0) NOREFS_DIE("PagePool: max_threads must be at least 1");
+  if (config.expedite && config.expedite_pages == 0) NOREFS_DIE("PagePool: expedite_pages must be at least 1");
+  slots = std::make_unique<Slot[]>(config.max_threads);
+  for (std::size_t i = 0; i < config.max_threads; i++) {
+    slots[i].ctr = &stats.slot(i);
+    slots[i].batch_head.slot = &slots[i];
+    slots[i].pool = this;
+  }
+  auto bit = [](bool on, ConfigBits b) { return on ? std::uint64_t{b} : std::uint64_t{0}; };
+  std::uint64_t bits = bit(config.defer, kCfgDefer) | bit(config.expedite, kCfgExpedite) |
+                       bit(config.gp_engine == GpEngine::call_rcu, kCfgCallRcu) |
+                       bit(config.tcache == TcacheMode::none, kCfgTcacheNone) |
+                       bit(config.check, kCfgCheck);
+  stats.header().config.store(bits, std::memory_order_relaxed);
+  {
+    LivePools& lp = live_pools();
+    std::lock_guard<std::mutex> g(lp.mu);
+    id = lp.next_id++;
+    lp.pools.emplace(id, this);
+  }
+  driver = std::thread([this] { driver_main(); });
+  if (config.expedite) expediter = std::thread([this] { expedite_main(); });
+}
+
+PagePool::Impl::~Impl() {
+  {
+    // From here on, exiting threads leave their slots alone.
+    LivePools& lp = live_pools();
+    std::lock_guard<std::mutex> g(lp.mu);
+    lp.pools.erase(id);
+  }
+  if (expediter.joinable()) {
+    {
+      std::lock_guard<std::mutex> g(expedite_mu);
+      expedite_stop = true;
+    }
+    expedite_cv.notify_one();
+    expediter.join();
+  }
+  stop.store(true, std::memory_order_seq_cst);
+  {
+    std::lock_guard<std::mutex> g(wake_mu);
+    wake = true;
+  }
+  wake_cv.notify_one();
+  driver.join();
+
+  std::size_t n = nslots.load(std::memory_order_acquire);
+  if (config.gp_engine == GpEngine::call_rcu) {
+    // A callback may hand its slot's next batch to call_rcu after a barrier
+    // has started: repeat until no batch is out with liburcu.
+    for (;;) {
+      bool out = false;
+      for (std::size_t i = 0; i < n; i++) {
+        slots[i].lock.lock();
+        out |= slots[i].on_call_rcu;
+        slots[i].lock.unlock();
+      }
+      if (!out) break;
+      rcu::barrier();
+    }
+  }
+  // Everything still listed was queued before this grace period began.
+  gp.synchronize();
+  for (std::size_t i = 0; i < n; i++) {
+    Slot* s = &slots[i];
+    s->lock.lock();
+    PageList list = s->inflight.take();
+    PageList pending = s->pending.take();
+    counter_sub(s->ctr->pending, pending.n);
+    counter_add(s->ctr->inflight, pending.n);
+    s->lock.unlock();
+    free_waited(s, list);
+    free_waited(s, pending);
+  }
+  for (std::size_t i = 0; i < n; i++) {
+    if (slots[i].tcache != PageArena::kNoTcache) arena.tcache_destroy(slots[i].tcache);
+  }
+  Counters c = stats.sum();
+  if (c.live() != 0 || c.waiting != 0) {
+    NOREFS_DIE("PagePool destroyed with " + std::to_string(c.live()) +
+               " pages still allocated and " + std::to_string(c.waiting) +
+               " waiting: every page must be freed before the pool");
+  }
+}
+
+Slot* PagePool::Impl::my_slot_slow() {
+  for (const Binding& b : tls_bindings.list) {
+    if (b.pool_id == id) {
+      tls_last = b;
+      return b.slot;
+    }
+  }
+  Slot* s = nullptr;
+  {
+    std::lock_guard<std::mutex> g(registry_mu);
+    std::size_t n = nslots.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n && !s; i++) {
+      if (!slots[i].owned) s = &slots[i];
+    }
+    if (!s) {
+      if (n == config.max_threads) {
+        NOREFS_DIE("more than " + std::to_string(config.max_threads) +
+                   " threads use one PagePool at once (PagePoolConfig::max_threads)");
+      }
+      s = &slots[n];
+      // Release: the driver iterating [0, nslots) with acquire sees the slot
+      // constructed (it was, in Impl(); this publishes nothing else).
+      nslots.store(n + 1, std::memory_order_release);
+      stats.header().nslots.store(n + 1, std::memory_order_relaxed);
+    }
+    s->owned = true;
+    if (config.tcache == TcacheMode::private_ && s->tcache == PageArena::kNoTcache) {
+      s->tcache = arena.tcache_create();
+    }
+    s->ctr->in_use.store(1, std::memory_order_relaxed);
+  }
+  // Forget bindings of pools that no longer exist, then remember this one.
+  {
+    LivePools& lp = live_pools();
+    std::lock_guard<std::mutex> g(lp.mu);
+    std::erase_if(tls_bindings.list, [&](const Binding& b) { return !lp.pools.count(b.pool_id); });
+  }
+  tls_bindings.list.push_back(Binding{id, this, s});
+  tls_last = tls_bindings.list.back();
+  return s;
+}
+
+// The thread is exiting.  By (I1) its lists need nothing from it: the slot
+// keeps them and the driver (or call_rcu) drains them.  Its tcache goes back
+// to the arena so that no page sits in a cache nobody uses.
+// Context: live_pools().mu held (the pool is alive).
+void PagePool::Impl::release_slot(Slot* s) {
+  if (s->tcache != PageArena::kNoTcache) arena.tcache_flush(s->tcache);
+  std::lock_guard<std::mutex> g(registry_mu);
+  s->owned = false;
+  s->ctr->in_use.store(0, std::memory_order_relaxed);
+}
+
+Page* PagePool::Impl::alloc() {
+  Slot* s = my_slot();
+  std::byte* data = arena.alloc_data(s->tcache);
+  if (!data) return nullptr;
+  Page* p = arena.alloc_descriptor(s->tcache);
+  if (!p) {
+    arena.free_data(data, s->tcache);
+    return nullptr;
+  }
+  p->data = data;
+  counter_add(s->ctr->allocated, 1);
+  return p;
+}
+
+void PagePool::Impl::release_to_arena(Page* p, int tcache) {
+  if (config.poison_on_free) std::memset(p->data, kPoisonByte, kPageSize);
+  arena.free_data(p->data, tcache);
+  arena.free_descriptor(p, tcache);
+}
+
+void PagePool::Impl::free_not_deferred(Page* p) {
+  Slot* s = my_slot();
+  release_to_arena(p, s->tcache);
+  counter_add(s->ctr->not_deferred, 1);
+}
+
+std::uint64_t PagePool::Impl::cut_locked(Slot* s) {
+  PageList batch = s->pending.take();
+  counter_sub(s->ctr->pending, batch.n);
+  counter_add(s->ctr->inflight, batch.n);
+  s->inflight = batch;
+  if (config.gp_engine == GpEngine::call_rcu) {
+    s->on_call_rcu = true;
+    return 0;
+  }
+  s->inflight_cookie = gp.cookie();
+  return s->inflight_cookie;
+}
+
+void PagePool::Impl::free(Page* p) {
+  Slot* s = my_slot();
+  if (!config.defer || !p->rcu_free()) {
+    release_to_arena(p, s->tcache);
+    counter_add(s->ctr->immediate, 1);
+    return;
+  }
+  if (config.check) p->queued_gp = gp.cookie();
+  PageList ready;
+  std::uint64_t cookie = 0;
+  bool hand_to_call_rcu = false, expedite = false;
+  s->lock.lock();
+  s->pending.push(p);
+  counter_add(s->ctr->pending, 1);
+  counter_add(s->ctr->deferred, 1);
+  // Driver engine: free our own completed batch here, on a warm tcache,
+  // rather than leave it to the driver.
+  if (batch_ready_locked(s)) ready = s->inflight.take();
+  if (s->inflight.empty()) {
+    cookie = cut_locked(s);
+    hand_to_call_rcu = config.gp_engine == GpEngine::call_rcu;
+  }
+  if (config.expedite && s->pending.n >= config.expedite_pages &&
+      !s->expedite_queued.load(std::memory_order_relaxed)) {
+    s->expedite_queued.store(true, std::memory_order_relaxed);  // under the lock
+    expedite = true;
+  }
+  s->lock.unlock();
+
+  if (hand_to_call_rcu) {
+    if (config.debug_skip_grace_period) {
+      call_rcu_done(&s->batch_head.head);
+    } else {
+      rcu::call(&s->batch_head.head, call_rcu_done);
+    }
+  }
+  if (cookie) request_gp(cookie);
+  if (expedite) queue_expedite(s);
+  if (!ready.empty()) free_waited(s, ready);
+}
+
+void PagePool::Impl::free_waited(Slot* owner, PageList list) {
+  if (list.empty()) return;
+  int tcache = my_slot()->tcache;
+  std::size_t n = list.n;
+  for (Page* p = list.head; p;) {
+    Page* next = p->free_next;
+    if (config.check && !gp.poll(p->queued_gp)) {
+      // Several freeing threads: an RMW, taken only on a violation.
+      stats.header().check_violations.fetch_add(1, std::memory_order_relaxed);
+    }
+    release_to_arena(p, tcache);
+    p = next;
+  }
+  owner->lock.lock();
+  counter_sub(owner->ctr->inflight, n);
+  counter_add(owner->ctr->freed_after_gp, n);
+  owner->lock.unlock();
+}
+
+void PagePool::Impl::request_gp(std::uint64_t cookie) {
+  // seq_cst on the CAS and on the load of driver_sleeping, against the
+  // driver's seq_cst store of driver_sleeping and load of gp_requested:
+  // either we see it asleep and wake it, or it sees our request (Dekker).
+  std::uint64_t cur = gp_requested.load(std::memory_order_relaxed);
+  while (cur < cookie && !gp_requested.compare_exchange_weak(cur, cookie, std::memory_order_seq_cst,
+                                                             std::memory_order_relaxed)) {
+  }
+  if (driver_sleeping.load(std::memory_order_seq_cst)) {
+    {
+      std::lock_guard<std::mutex> g(wake_mu);
+      wake = true;
+    }
+    wake_cv.notify_one();
+  }
+}
+
+// call_rcu engine: runs on liburcu's worker after the batch's grace period.
+void PagePool::Impl::call_rcu_done(rcu::Head* head) {
+  rcu::grace_period_ended();
+  Slot* s = reinterpret_cast<BatchHead*>(head)->slot;
+  // The pool outlives its callbacks: ~Impl waits for them (rcu::barrier).
+  Impl* pool = s->pool;
+  s->lock.lock();
+  PageList ready = s->inflight.take();
+  s->on_call_rcu = false;
+  bool again = false;
+  if (!s->pending.empty()) {
+    pool->cut_locked(s);
+    again = true;
+  }
+  s->lock.unlock();
+  if (again) {
+    if (pool->config.debug_skip_grace_period) {
+      // Test control only; recursion depth is bounded by the pending list
+      // having been emptied by the cut above.
+      call_rcu_done(head);
+    } else {
+      rcu::call(head, call_rcu_done);
+    }
+  }
+  pool->free_waited(s, ready);
+}
+
+bool PagePool::Impl::sweep() {
+  bool did = false;
+  std::uint64_t want = 0;
+  std::size_t n = nslots.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; i++) {
+    Slot* s = &slots[i];
+    PageList ready;
+    s->lock.lock();
+    if (batch_ready_locked(s)) {
+      ready = s->inflight.take();
+      if (!s->pending.empty()) want = std::max(want, cut_locked(s));  // (I1)
+    }
+    s->lock.unlock();
+    if (!ready.empty()) {
+      free_waited(s, ready);
+      did = true;
+    }
+  }
+  if (want) request_gp(want);
+  return did;
+}
+
+void PagePool::Impl::update_peak() {
+  // Single writer (the driver thread): relaxed load+store, like every
+  // single-writer counter (stats_block.h).
+  std::uint64_t w = waiting();
+  Counter& peak = stats.header().peak_waiting;
+  if (w > peak.load(std::memory_order_relaxed)) peak.store(w, std::memory_order_relaxed);
+}
+
+void PagePool::Impl::refresh_arena_stats() {
+  std::uint64_t now = monotonic_ms();
+  if (now < arena_stats_due_ms) return;
+  arena_stats_due_ms = now + config.arena_stats_interval_ms;
+  ArenaStats a = arena.stats();
+  StatsHeader& h = stats.header();
+  h.arena_active_bytes.store(a.active_bytes, std::memory_order_relaxed);
+  h.arena_resident_bytes.store(a.resident_bytes, std::memory_order_relaxed);
+  h.arena_stats_age_ms.store(now, std::memory_order_relaxed);
+}
+
+void PagePool::Impl::driver_main() {
+  // call_rcu engine: the driver only samples (peak, arena stats).
+  const bool drives = config.gp_engine == GpEngine::driver;
+  const auto idle_tick = std::chrono::milliseconds(drives ? 50 : 10);
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (drives) {
+      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+        update_peak();  // before the GP: no owner can have freed its batch yet
+        gp.synchronize();
+      }
+      // Frees whatever is ready, whoever ran its grace period (the expedite
+      // worker's count too), and cuts the lists behind it (I1).
+      sweep();
+      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+        refresh_arena_stats();
+        continue;
+      }
+    }
+    update_peak();
+    refresh_arena_stats();
+    // Dekker with request_gp(): see there.
+    driver_sleeping.store(true, std::memory_order_seq_cst);
+    if (!(drives && gp_requested.load(std::memory_order_seq_cst) > gp.completed())) {
+      std::unique_lock<std::mutex> g(wake_mu);
+      wake_cv.wait_for(g, idle_tick, [this] { return wake; });
+      wake = false;
+    }
+    driver_sleeping.store(false, std::memory_order_relaxed);
+  }
+}
+
+void PagePool::Impl::queue_expedite(Slot* s) {
+  {
+    std::lock_guard<std::mutex> g(expedite_mu);
+    expedite_queue.push_back(s);
+  }
+  expedite_cv.notify_one();
+}
+
+void PagePool::Impl::expedite_main() {
+  StatsHeader& h = stats.header();
+  for (;;) {
+    Slot* s;
+    {
+      std::unique_lock<std::mutex> g(expedite_mu);
+      expedite_cv.wait(g, [this] { return expedite_stop || !expedite_queue.empty(); });
+      if (expedite_stop) return;  // queued lists stay on their slots: ~Impl frees them
+      s = expedite_queue.front();
+      expedite_queue.pop_front();
+    }
+    s->lock.lock();
+    PageList list = s->pending.take();  // (I1) holds: pending is now empty
+    counter_sub(s->ctr->pending, list.n);
+    counter_add(s->ctr->inflight, list.n);
+    s->expedite_queued.store(false, std::memory_order_relaxed);  // under the lock
+    s->lock.unlock();
+    if (list.empty()) continue;
+    // Every page on `list` was queued before this grace period begins (the
+    // slot lock orders the queueing before our cookie RMW inside).
+    if (!config.debug_skip_grace_period) gp.synchronize();
+    std::size_t n = list.n;
+    free_waited(s, list);
+    // Our grace period may have completed other slots' batches too.
+    sweep();
+    // Single writer (this worker): relaxed load+store.
+    counter_add(h.expedites, 1);
+    counter_add(h.expedited_pages, n);
+  }
+}
+
+void PagePool::Impl::make_way() {
+  if (tls_last.pool_id != id) return;  // this thread never freed into the pool
+  Slot* s = tls_last.slot;
+  // Relaxed: a hint.  A stale value costs one needless or one missed yield.
+  if (s->expedite_queued.load(std::memory_order_relaxed)) {
+    sched_yield();
+    // Rare (only while expedite work waits): a shared RMW is fine here.
+    stats.header().make_way_yields.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void PagePool::Impl::drain() {
+  while (waiting() != 0) {
+    if (config.gp_engine == GpEngine::call_rcu) {
+      rcu::barrier();
+    } else {
+      gp.synchronize();
+      sweep();
+    }
+    // Pages taken by the expedite worker or a freeing thread are counted
+    // until they are freed; give them the CPU.
+    if (waiting() != 0) std::this_thread::yield();
+  }
+}
+
+PagePool::PagePool(const PagePoolConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+PagePool::~PagePool() = default;
+Page* PagePool::alloc() { return impl_->alloc(); }
+void PagePool::free(Page* page) { impl_->free(page); }
+void PagePool::free_not_deferred(Page* page) { impl_->free_not_deferred(page); }
+void PagePool::make_way() { impl_->make_way(); }
+void PagePool::drain() { impl_->drain(); }
+Counters PagePool::counters() const { return impl_->stats.sum(); }
+const PagePoolConfig& PagePool::config() const { return impl_->config; }
+ArenaStats PagePool::arena_stats() const { return impl_->arena.stats(); }
+bool PagePool::owns(const void* p) const { return impl_->arena.owns(p); }
+const std::string& PagePool::stats_path() const { return impl_->stats.path(); }
+
+}  // namespace norefs::alloc

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// Property 11: the counters published through a stats file are those of the
+// pool, for a reader in this process and in another one, live (a reader
+// mapped before a change sees it); the file is private (0600), unlinked when
+// the pool goes, exclusive (O_EXCL), and StatsReader refuses what is not a
+// stats block.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include "test_util.h"
+
+namespace norefs::alloc::test {
+namespace {
+
+void expect_same(const Counters& a, const Counters& b) {
+  EXPECT_EQ(a.allocated, b.allocated);
+  EXPECT_EQ(a.deferred, b.deferred);
+  EXPECT_EQ(a.immediate, b.immediate);
+  EXPECT_EQ(a.not_deferred, b.not_deferred);
+  EXPECT_EQ(a.freed_after_gp, b.freed_after_gp);
+  EXPECT_EQ(a.pending, b.pending);
+  EXPECT_EQ(a.inflight, b.inflight);
+  EXPECT_EQ(a.waiting, b.waiting);
+  EXPECT_EQ(a.peak_waiting, b.peak_waiting);
+  EXPECT_EQ(a.expedites, b.expedites);
+  EXPECT_EQ(a.expedited_pages, b.expedited_pages);
+  EXPECT_EQ(a.check_violations, b.check_violations);
+  EXPECT_EQ(a.threads, b.threads);
+  EXPECT_EQ(a.slots, b.slots);
+  EXPECT_EQ(a.config, b.config);
+}
+
+// Some frees of each kind, then quiescence.
+void workload(PagePool& pool, int n) {
+  run_threads(2, [&](int) {
+    for (int i = 0; i < n; i++) free_rcu(pool, must_alloc(pool));
+    for (int i = 0; i < n / 2; i++) pool.free(must_alloc(pool));
+    for (int i = 0; i < n / 4; i++) pool.free_not_deferred(must_alloc(pool));
+  });
+  pool.drain();
+}
+
+TEST(StatsTest, ReaderInThisProcessSeesPoolCounters) {
+  PagePoolConfig cfg;
+  cfg.stats_path = unique_stats_path("same-process");
+  PagePool pool(cfg);
+  EXPECT_EQ(pool.stats_path(), cfg.stats_path);
+  StatsReader reader(cfg.stats_path);
+  Counters empty = reader.sum();
+  EXPECT_EQ(empty.allocated, 0u) << describe(empty);
+  EXPECT_EQ(empty.config, pool.counters().config);
+
+  workload(pool, 40);
+  // Pages held and pages waiting, as seen while they are.
+  Page* held = must_alloc(pool);
+  {
+    ReaderThread rcu_reader;
+    for (int i = 0; i < 10; i++) free_rcu(pool, must_alloc(pool));
+    Counters mid_pool = pool.counters();
+    Counters mid_file = reader.sum();
+    EXPECT_EQ(mid_file.live(), 11u) << describe(mid_file);
+    EXPECT_EQ(mid_file.live(), mid_pool.live());
+    EXPECT_EQ(mid_file.deferred, mid_pool.deferred);
+    EXPECT_EQ(reader.waiting(), mid_file.pending + mid_file.inflight);
+  }
+  pool.free(held);
+  pool.drain();
+  Counters from_pool = pool.counters();
+  Counters from_file = reader.sum();
+  expect_same(from_file, from_pool);
+  EXPECT_EQ(from_file.deferred, 90u) << describe(from_file);
+  EXPECT_EQ(from_file.allocated, 2u * (40 + 20 + 10) + 11) << describe(from_file);
+  EXPECT_EQ(reader.waiting(), 0u);
+}
+
+// The child maps the file, tells the parent, waits; the parent then changes
+// the counters and lets the child read: the child must see the new values,
+// read through its own mapping in its own process.
+TEST(StatsTest, ReaderInAnotherProcessSeesLiveCounters) {
+  PagePoolConfig cfg;
+  cfg.stats_path = unique_stats_path("fork");
+  PagePool pool(cfg);
+  workload(pool, 20);
+  const std::string path = cfg.stats_path;
+
+  int to_child[2], from_child[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(from_child), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: no gtest, no allocation beyond StatsReader's mapping; _exit.
+    close(to_child[1]);
+    close(from_child[0]);
+    int status = 0;
+    try {
+      StatsReader reader(path);
+      char c = 'r';
+      if (write(from_child[1], &c, 1) != 1) _exit(3);
+      if (read(to_child[0], &c, 1) != 1) _exit(4);
+      Counters sum = reader.sum();
+      std::uint64_t waiting = reader.waiting();
+      if (write(from_child[1], &sum, sizeof sum) != static_cast<ssize_t>(sizeof sum)) _exit(5);
+      if (write(from_child[1], &waiting, sizeof waiting) != sizeof waiting) _exit(6);
+    } catch (...) {
+      status = 2;
+    }
+    _exit(status);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char c = 0;
+  ASSERT_EQ(read(from_child[0], &c, 1), 1) << "child could not open the stats file";
+  Counters at_fork = pool.counters();
+  workload(pool, 30);  // after the child mapped the file
+  Counters expect = pool.counters();
+  ASSERT_EQ(write(to_child[1], "g", 1), 1);
+  Counters got;
+  std::uint64_t waiting = ~0ull;
+  ASSERT_EQ(read(from_child[0], &got, sizeof got), static_cast<ssize_t>(sizeof got));
+  ASSERT_EQ(read(from_child[0], &waiting, sizeof waiting), static_cast<ssize_t>(sizeof waiting));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  close(to_child[1]);
+  close(from_child[0]);
+
+  EXPECT_GT(expect.allocated, at_fork.allocated);
+  expect_same(got, expect);
+  EXPECT_EQ(got.deferred, 2u * (20 + 30)) << describe(got);
+  EXPECT_EQ(got.allocated, 2u * (20 + 10 + 5 + 30 + 15 + 7)) << describe(got);
+  EXPECT_EQ(waiting, 0u);
+}
+
+TEST(StatsTest, FileIsPrivateAndUnlinkedWithThePool) {
+  std::string path = unique_stats_path("mode");
+  {
+    PagePoolConfig cfg;
+    cfg.stats_path = path;
+    PagePool pool(cfg);
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+    EXPECT_EQ(st.st_uid, geteuid());
+  }
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST(StatsTest, SecondPoolWithTheSamePathThrows) {
+  PagePoolConfig cfg;
+  cfg.stats_path = unique_stats_path("excl");
+  PagePool first(cfg);
+  try {
+    PagePool second(cfg);
+    ADD_FAILURE() << "a second pool was created on " << cfg.stats_path;
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EEXIST) << e.what();
+  }
+  // The failed second pool must not have taken the first one's file away.
+  struct stat st {};
+  EXPECT_EQ(stat(cfg.stats_path.c_str(), &st), 0);
+  free_rcu(first, must_alloc(first));
+  first.drain();
+  StatsReader reader(cfg.stats_path);
+  EXPECT_EQ(reader.sum().deferred, 1u);
+  EXPECT_EQ(reader.sum().freed_after_gp, 1u);
+}
+
+TEST(StatsTest, PoolOnAnUncreatablePathThrows) {
+  PagePoolConfig cfg;
+  cfg.stats_path = "/nonexistent-dir-norefs/stats";
+  EXPECT_THROW(PagePool pool(cfg), std::system_error);
+}
+
+TEST(StatsTest, ReaderOnMissingPathThrowsSystemError) {
+  std::string path = unique_stats_path("missing");
+  try {
+    StatsReader reader(path);
+    ADD_FAILURE() << "StatsReader opened a missing file";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT) << e.what();
+  }
+}
+
+void write_file(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
+  std::string path = unique_stats_path("bogus");
+  auto expect_rejected = [&](const std::vector<char>& bytes, const char* what) {
+    write_file(path, bytes);
+    try {
+      StatsReader reader(path);
+      ADD_FAILURE() << "StatsReader accepted " << what;
+    } catch (const std::system_error& e) {
+      ADD_FAILURE() << what << ": std::system_error, not std::runtime_error: " << e.what();
+    } catch (const std::runtime_error&) {
+    }
+  };
+  expect_rejected({}, "an empty file");
+  expect_rejected(std::vector<char>{'h', 'e', 'l', 'l', 'o', '\n'}, "a short text file");
+  expect_rejected(std::vector<char>(kPageSize, 0), "a page of zeros");
+  expect_rejected(std::vector<char>(3 * kPageSize, 'x'), "three pages of text");
+
+  // A real block, altered: another version; slots beyond the end of the file.
+  std::vector<char> real;
+  {
+    PagePoolConfig cfg;
+    cfg.stats_path = unique_stats_path("real");
+    PagePool pool(cfg);
+    real = read_file(cfg.stats_path);
+  }
+  ASSERT_GE(real.size(), sizeof(StatsHeader));
+  std::uint64_t magic = 0;
+  std::memcpy(&magic, real.data() + offsetof(StatsHeader, magic), sizeof magic);
+  EXPECT_EQ(magic, kStatsMagic);
+  {
+    write_file(path, real);
+    StatsReader ok(path);  // the unaltered copy is accepted
+    EXPECT_EQ(ok.sum().allocated, 0u);
+  }
+  std::vector<char> other_version = real;
+  std::uint64_t v = kStatsVersion + 1;
+  std::memcpy(other_version.data() + offsetof(StatsHeader, version), &v, sizeof v);
+  expect_rejected(other_version, "a block of another version");
+  std::vector<char> truncated(real.begin(), real.begin() + sizeof(StatsHeader) + 64);
+  expect_rejected(truncated, "a block whose slots run past the end of the file");
+  unlink(path.c_str());
+}
+
+TEST(StatsTest, ArenaStatisticsArePublished) {
+  PagePoolConfig cfg;
+  cfg.stats_path = unique_stats_path("arena");
+  cfg.arena_stats_interval_ms = 10;
+  PagePool pool(cfg);
+  StatsReader reader(cfg.stats_path);
+  std::vector<Page*> pages;
+  for (int i = 0; i < 128; i++) {
+    pages.push_back(must_alloc(pool));
+    std::memset(pages.back()->data, 1, kPageSize);
+  }
+  // The driver refreshes them every 10 ms; the bound only stops a broken one.
+  bool seen = wait_until(
+      [&] { return reader.sum().arena_active_bytes >= 128 * kPageSize; }, 20000ms);
+  Counters c = reader.sum();
+  EXPECT_TRUE(seen) << describe(c) << " arena_active_bytes=" << c.arena_active_bytes;
+  EXPECT_GT(c.arena_resident_bytes, 0u);
+  for (Page* p : pages) pool.free(p);
+}
+
+}  // namespace
+}  // namespace norefs::alloc::test

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// norefs_alloc_stat — reads a PagePool's published counters (a stats block,
+// alloc/stats_block.h) from another process: once as a table or JSON, or
+// sampling pages waiting every --interval-ms for --seconds and reporting mean
+// and peak.  It maps the block read-only and takes no lock the pool takes.
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <nlohmann/json.hpp>
+
+#include "alloc/page.h"
+#include "alloc/stats_block.h"
+
+using norefs::alloc::Counters;
+using norefs::alloc::kPageSize;
+
+namespace {
+
+nlohmann::json to_json(const Counters& c) {
+  return {{"pending", c.pending},
+          {"inflight", c.inflight},
+          {"waiting", c.waiting},
+          {"peak_waiting", c.peak_waiting},
+          {"allocated", c.allocated},
+          {"live", c.live()},
+          {"deferred", c.deferred},
+          {"immediate", c.immediate},
+          {"not_deferred", c.not_deferred},
+          {"freed_after_gp", c.freed_after_gp},
+          {"grace_periods", c.grace_periods},
+          {"gp_started", c.gp_started},
+          {"gp_completed", c.gp_completed},
+          {"expedites", c.expedites},
+          {"expedited_pages", c.expedited_pages},
+          {"make_way_yields", c.make_way_yields},
+          {"check_violations", c.check_violations},
+          {"threads", c.threads},
+          {"slots", c.slots},
+          {"arena_active_bytes", c.arena_active_bytes},
+          {"arena_resident_bytes", c.arena_resident_bytes},
+          {"config", c.config}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"norefs_alloc_stat: read a norefs page pool's counters"};
+  std::string path;
+  bool json = false;
+  double seconds = 0;
+  unsigned interval_ms = 2;
+  app.add_option("stats-file", path, "the pool's stats block")->required();
+  app.add_flag("--json", json, "print JSON");
+  app.add_option("--seconds", seconds, "sample pages waiting for this long")->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--interval-ms", interval_ms, "sampling interval")->check(CLI::Range(1u, 60000u));
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    norefs::alloc::StatsReader reader(path);
+    if (seconds > 0) {
+      timespec next{}, now{};
+      clock_gettime(CLOCK_MONOTONIC, &next);
+      double end = static_cast<double>(next.tv_sec) + static_cast<double>(next.tv_nsec) / 1e9 + seconds;
+      std::uint64_t n = 0, sum = 0, peak = 0;
+      for (;;) {
+        next.tv_nsec += static_cast<long>(interval_ms) * 1000000;
+        while (next.tv_nsec >= 1000000000) next.tv_nsec -= 1000000000, next.tv_sec++;
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+        std::uint64_t w = reader.waiting();
+        sum += w;
+        peak = w > peak ? w : peak;
+        n++;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9 >= end) break;
+      }
+      double mean = static_cast<double>(sum) / static_cast<double>(n);
+      if (json) {
+        std::printf("%s\n", nlohmann::json{{"samples", n},
+                                           {"interval_ms", interval_ms},
+                                           {"mean_waiting_pages", mean},
+                                           {"peak_waiting_pages", peak}}
+                                .dump()
+                                .c_str());
+      } else {
+        std::printf("samples %lu every %u ms: mean waiting %.1f pages (%.2f MiB), peak %lu pages (%.2f MiB)\n",
+                    static_cast<unsigned long>(n), interval_ms, mean, mean * kPageSize / 1048576.0,
+                    static_cast<unsigned long>(peak), static_cast<double>(peak) * kPageSize / 1048576.0);
+      }
+      return 0;
+    }
+    nlohmann::json j = to_json(reader.sum());
+    if (json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      for (auto& [k, v] : j.items()) std::printf("%-22s %s\n", k.c_str(), v.dump().c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "norefs_alloc_stat: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

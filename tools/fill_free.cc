@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "tools/fill_free.h"
+
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "alloc/stats_block.h"
+
+namespace norefs::tools {
+namespace {
+
+void sleep_until(timespec& next, unsigned step_us) {
+  next.tv_nsec += static_cast<long>(step_us) * 1000;
+  while (next.tv_nsec >= 1000000000) {
+    next.tv_nsec -= 1000000000;
+    next.tv_sec++;
+  }
+  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+}
+
+}  // namespace
+
+FillFreeResult run_fill_free(const FillFreeParams& p, const std::string& stats_path) {
+  alloc::PagePoolConfig cfg = p.pool;
+  cfg.stats_path = stats_path;
+  FillFreeResult r;
+  alloc::PagePool pool(cfg);
+  alloc::StatsReader reader(stats_path);
+
+  std::atomic<bool> go{false}, done{false};
+  std::vector<std::uint64_t> pages(p.threads, 0), failures(p.threads, 0);
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < p.threads; t++) {
+    workers.emplace_back([&, t] {
+      std::vector<alloc::Page*> held(p.fill_pages);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      std::uint64_t n = 0, failed = 0;
+      while (!done.load(std::memory_order_relaxed)) {
+        std::size_t got = 0;
+        for (; got < p.fill_pages; got++) {
+          alloc::Page* pg = pool.alloc();
+          if (!pg) {
+            failed++;
+            break;
+          }
+          pg->data[0] = std::byte{1};  // fault it in, like fallocate would
+          held[got] = pg;
+        }
+        for (std::size_t i = 0; i < got; i++) {
+          held[i]->set_rcu_free();  // it "left the index"
+          pool.free(held[i]);
+          pool.make_way();
+        }
+        n += got;
+      }
+      pages[t] = n;
+      failures[t] = failed;
+    });
+  }
+
+  std::uint64_t sum = 0;
+  auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  timespec next{};
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  auto end = start + std::chrono::duration<double>(p.seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    sleep_until(next, p.sample_us);
+    std::uint64_t w = reader.waiting();
+    sum += w;
+    r.samples++;
+    if (w > r.peak_waiting) r.peak_waiting = w;
+  }
+  done.store(true, std::memory_order_relaxed);
+  for (auto& w : workers) w.join();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (unsigned t = 0; t < p.threads; t++) {
+    r.pages += pages[t];
+    r.alloc_failures += failures[t];
+  }
+  r.pages_per_sec = static_cast<double>(r.pages) / r.seconds;
+  r.mean_waiting = r.samples ? static_cast<double>(sum) / static_cast<double>(r.samples) : 0;
+  alloc::Counters c = reader.sum();
+  r.grace_periods = c.grace_periods;
+  r.expedites = c.expedites;
+  r.make_way_yields = c.make_way_yields;
+  pool.drain();
+  return r;
+}
+
+}  // namespace norefs::tools
