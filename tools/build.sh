@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# build.sh DIR [cmake args...]: configure and build norefs into DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=$1
+shift
+cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 ||
+  { cat "$dir.configure.log" >&2; exit 1; }
+cmake --build "$dir" -j"$(nproc)" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log" >&2; exit 1; }
