@@ -118,9 +118,16 @@ struct alignas(64) Slot {
   // without the lock (relaxed): it is a hint to yield, nothing more.
   std::atomic<bool> expedite_queued{false};
   int tcache = PageArena::kNoTcache;  // used only by the slot's owner thread
+  // The sweep epoch of the owner's last deferred free (guarded by lock).  A
+  // sweep leaves the completed batch of an owner that freed in this or the
+  // previous epoch to the owner, who frees it on its next free() with its
+  // own warm tcache and without contending with us on the arena.
+  std::uint64_t active_epoch = 0;
   SlotCounters* ctr = nullptr;
   PagePool::Impl* pool = nullptr;
-  bool owned = false;  // guarded by Impl::registry_mu
+  // Written under Impl::registry_mu; sweep() reads it without that lock, as
+  // a heuristic only, hence atomic and relaxed.
+  std::atomic<bool> owned{false};
 };
 
 // Which thread uses which slot of which pool.  `tls_last` is the hot-path
@@ -183,7 +190,10 @@ struct PagePool::Impl {
 
   void request_gp(std::uint64_t cookie);
   void driver_main();
-  bool sweep();  // frees completed batches, cuts the rest; true if it did anything
+  // Frees completed batches and cuts the lists behind them (I1).  Leaves
+  // the batches of owners active in the last sweep epoch to them, unless
+  // `all`.  Driver engine only.
+  void sweep(bool all);
   void update_peak();
   void refresh_arena_stats();
 
@@ -212,6 +222,12 @@ struct PagePool::Impl {
   std::atomic<bool> stop{false};
   std::thread driver;
   std::uint64_t arena_stats_due_ms = 0;  // driver thread only
+  // Advanced by the driver every kSweepEpochMs.  Owners read it relaxed: a
+  // stale epoch only makes the driver leave a batch to its owner a little
+  // longer, or take it a little sooner.
+  static constexpr std::uint64_t kSweepEpochMs = 5;
+  std::atomic<std::uint64_t> sweep_epoch{1};
+  std::uint64_t sweep_epoch_due_ms = 0;  // driver thread only
 
   // Expedite worker.
   std::mutex expedite_mu;
@@ -330,7 +346,7 @@ Slot* PagePool::Impl::my_slot_slow() {
     std::lock_guard<std::mutex> g(registry_mu);
     std::size_t n = nslots.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < n && !s; i++) {
-      if (!slots[i].owned) s = &slots[i];
+      if (!slots[i].owned.load(std::memory_order_relaxed)) s = &slots[i];
     }
     if (!s) {
       if (n == config.max_threads) {
@@ -343,7 +359,7 @@ Slot* PagePool::Impl::my_slot_slow() {
       nslots.store(n + 1, std::memory_order_release);
       stats.header().nslots.store(n + 1, std::memory_order_relaxed);
     }
-    s->owned = true;
+    s->owned.store(true, std::memory_order_relaxed);
     if (config.tcache == TcacheMode::private_ && s->tcache == PageArena::kNoTcache) {
       s->tcache = arena.tcache_create();
     }
@@ -367,7 +383,7 @@ Slot* PagePool::Impl::my_slot_slow() {
 void PagePool::Impl::release_slot(Slot* s) {
   if (s->tcache != PageArena::kNoTcache) arena.tcache_flush(s->tcache);
   std::lock_guard<std::mutex> g(registry_mu);
-  s->owned = false;
+  s->owned.store(false, std::memory_order_relaxed);
   s->ctr->in_use.store(0, std::memory_order_relaxed);
 }
 
@@ -423,6 +439,7 @@ void PagePool::Impl::free(Page* p) {
   bool hand_to_call_rcu = false, expedite = false;
   s->lock.lock();
   s->pending.push(p);
+  s->active_epoch = sweep_epoch.load(std::memory_order_relaxed);
   counter_add(s->ctr->pending, 1);
   counter_add(s->ctr->deferred, 1);
   // Driver engine: free our own completed batch here, on a warm tcache,
@@ -514,26 +531,24 @@ void PagePool::Impl::call_rcu_done(rcu::Head* head) {
   pool->free_waited(s, ready);
 }
 
-bool PagePool::Impl::sweep() {
-  bool did = false;
-  std::uint64_t want = 0;
+void PagePool::Impl::sweep(bool all) {
+  std::uint64_t want = 0, epoch = sweep_epoch.load(std::memory_order_relaxed);
   std::size_t n = nslots.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < n; i++) {
     Slot* s = &slots[i];
     PageList ready;
     s->lock.lock();
-    if (batch_ready_locked(s)) {
+    // `owned` is guarded by registry_mu; read racily it is a heuristic only.
+    bool owner_active =
+        s->active_epoch + 1 >= epoch && s->owned.load(std::memory_order_relaxed);
+    if ((all || !owner_active) && batch_ready_locked(s)) {
       ready = s->inflight.take();
       if (!s->pending.empty()) want = std::max(want, cut_locked(s));  // (I1)
     }
     s->lock.unlock();
-    if (!ready.empty()) {
-      free_waited(s, ready);
-      did = true;
-    }
+    free_waited(s, ready);
   }
   if (want) request_gp(want);
-  return did;
 }
 
 void PagePool::Impl::update_peak() {
@@ -558,16 +573,21 @@ void PagePool::Impl::refresh_arena_stats() {
 void PagePool::Impl::driver_main() {
   // call_rcu engine: the driver only samples (peak, arena stats).
   const bool drives = config.gp_engine == GpEngine::driver;
-  const auto idle_tick = std::chrono::milliseconds(drives ? 50 : 10);
+  const auto idle_tick = std::chrono::milliseconds(10);
   while (!stop.load(std::memory_order_relaxed)) {
+    std::uint64_t now = monotonic_ms();
+    if (now >= sweep_epoch_due_ms) {
+      sweep_epoch_due_ms = now + kSweepEpochMs;
+      sweep_epoch.fetch_add(1, std::memory_order_relaxed);  // see its declaration
+    }
     if (drives) {
       if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
         update_peak();  // before the GP: no owner can have freed its batch yet
         gp.synchronize();
       }
-      // Frees whatever is ready, whoever ran its grace period (the expedite
+      // Frees what is ready, whoever ran its grace period (the expedite
       // worker's count too), and cuts the lists behind it (I1).
-      sweep();
+      sweep(false);
       if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
         refresh_arena_stats();
         continue;
@@ -618,7 +638,7 @@ void PagePool::Impl::expedite_main() {
     std::size_t n = list.n;
     free_waited(s, list);
     // Our grace period may have completed other slots' batches too.
-    sweep();
+    if (config.gp_engine == GpEngine::driver) sweep(false);
     // Single writer (this worker): relaxed load+store.
     counter_add(h.expedites, 1);
     counter_add(h.expedited_pages, n);
@@ -642,7 +662,7 @@ void PagePool::Impl::drain() {
       rcu::barrier();
     } else {
       gp.synchronize();
-      sweep();
+      sweep(true);
     }
     // Pages taken by the expedite worker or a freeing thread are counted
     // until they are freed; give them the CPU.
