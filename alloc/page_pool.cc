@@ -110,8 +110,10 @@ struct alignas(64) Slot {
   SpinLock lock;
   PageList pending;                  // guarded by lock
   PageList inflight;                 // guarded by lock
-  std::uint64_t inflight_cookie = 0;  // guarded by lock; driver engine
-  bool on_call_rcu = false;          // guarded by lock; call_rcu engine: batch handed over
+  // Guarded by lock.  Driver engine: the cookie the batch waits for.
+  // call_rcu engine: the number GracePeriods::begin() gave its grace period.
+  std::uint64_t inflight_cookie = 0;
+  bool on_call_rcu = false;  // guarded by lock; call_rcu engine: batch handed over
   BatchHead batch_head{};            // call_rcu engine; in use while on_call_rcu
   // Set by the owner under the lock when it queues expedite work, cleared by
   // the worker under the lock when it takes the list.  make_way() reads it
@@ -128,6 +130,7 @@ struct alignas(64) Slot {
   // Written under Impl::registry_mu; sweep() reads it without that lock, as
   // a heuristic only, hence atomic and relaxed.
   std::atomic<bool> owned{false};
+  bool internal = false;  // guarded by Impl::registry_mu: owned by a pool thread
 };
 
 // Which thread uses which slot of which pool.  `tls_last` is the hot-path
@@ -144,6 +147,11 @@ struct ThreadBindings {
 };
 thread_local Binding tls_last;
 thread_local ThreadBindings tls_bindings;
+// Threads that serve pools rather than use them: the driver, the expedite
+// worker, liburcu's call_rcu worker.  Their slots do not count against
+// PagePoolConfig::max_threads.
+thread_local bool tls_internal_thread = false;
+constexpr std::size_t kInternalSlots = 3;
 
 // Live pools by id, so that an exiting thread never touches a destroyed pool.
 // Leaked on purpose: threads may exit after static destructors have run.
@@ -199,6 +207,9 @@ struct PagePool::Impl {
 
   void queue_expedite(Slot* s);
   void expedite_main();
+  // call_rcu engine: the callback, and the batch completion it runs (which
+  // the debug_skip_grace_period control calls directly).
+  static void call_rcu_callback(rcu::Head* head);
   static void call_rcu_done(rcu::Head* head);
 
   std::uint64_t waiting() const { return sum_waiting(stats.header(), &stats.slot(0)); }
@@ -210,8 +221,10 @@ struct PagePool::Impl {
   GracePeriods gp;
 
   std::mutex registry_mu;  // guards Slot::owned, slot creation; before any slot lock
-  std::unique_ptr<Slot[]> slots;
+  std::unique_ptr<Slot[]> slots;  // max_threads + kInternalSlots
+  std::size_t capacity = 0;
   std::atomic<std::size_t> nslots{0};  // slots [0, nslots) are initialized
+  std::size_t user_slots = 0;          // guarded by registry_mu: owned by user threads
 
   // Driver.  `gp_requested` is the highest cookie any batch waits for.
   alignas(64) std::atomic<std::uint64_t> gp_requested{0};
@@ -247,11 +260,14 @@ ThreadBindings::~ThreadBindings() {
 }
 
 PagePool::Impl::Impl(const PagePoolConfig& c)
-    : config(c), stats(c.stats_path, c.max_threads), gp(stats.header()) {
+    : config(c),
+      stats(c.stats_path, c.max_threads + kInternalSlots),
+      gp(stats.header()),
+      capacity(c.max_threads + kInternalSlots) {
   if (config.max_threads == 0) NOREFS_DIE("PagePool: max_threads must be at least 1");
   if (config.expedite && config.expedite_pages == 0) NOREFS_DIE("PagePool: expedite_pages must be at least 1");
-  slots = std::make_unique<Slot[]>(config.max_threads);
-  for (std::size_t i = 0; i < config.max_threads; i++) {
+  slots = std::make_unique<Slot[]>(capacity);
+  for (std::size_t i = 0; i < capacity; i++) {
     slots[i].ctr = &stats.slot(i);
     slots[i].batch_head.slot = &slots[i];
     slots[i].pool = this;
@@ -348,11 +364,12 @@ Slot* PagePool::Impl::my_slot_slow() {
     for (std::size_t i = 0; i < n && !s; i++) {
       if (!slots[i].owned.load(std::memory_order_relaxed)) s = &slots[i];
     }
+    if (!tls_internal_thread && user_slots == config.max_threads) {
+      NOREFS_DIE("more than " + std::to_string(config.max_threads) +
+                 " threads use one PagePool at once (PagePoolConfig::max_threads)");
+    }
     if (!s) {
-      if (n == config.max_threads) {
-        NOREFS_DIE("more than " + std::to_string(config.max_threads) +
-                   " threads use one PagePool at once (PagePoolConfig::max_threads)");
-      }
+      if (n == capacity) NOREFS_DIE("PagePool: more internal threads than kInternalSlots");
       s = &slots[n];
       // Release: the driver iterating [0, nslots) with acquire sees the slot
       // constructed (it was, in Impl(); this publishes nothing else).
@@ -360,10 +377,12 @@ Slot* PagePool::Impl::my_slot_slow() {
       stats.header().nslots.store(n + 1, std::memory_order_relaxed);
     }
     s->owned.store(true, std::memory_order_relaxed);
+    s->internal = tls_internal_thread;
+    if (!s->internal) user_slots++;
     if (config.tcache == TcacheMode::private_ && s->tcache == PageArena::kNoTcache) {
       s->tcache = arena.tcache_create();
     }
-    s->ctr->in_use.store(1, std::memory_order_relaxed);
+    s->ctr->in_use.store(s->internal ? 0 : 1, std::memory_order_relaxed);
   }
   // Forget bindings of pools that no longer exist, then remember this one.
   {
@@ -384,6 +403,7 @@ void PagePool::Impl::release_slot(Slot* s) {
   if (s->tcache != PageArena::kNoTcache) arena.tcache_flush(s->tcache);
   std::lock_guard<std::mutex> g(registry_mu);
   s->owned.store(false, std::memory_order_relaxed);
+  if (!s->internal) user_slots--;
   s->ctr->in_use.store(0, std::memory_order_relaxed);
 }
 
@@ -420,6 +440,7 @@ std::uint64_t PagePool::Impl::cut_locked(Slot* s) {
   s->inflight = batch;
   if (config.gp_engine == GpEngine::call_rcu) {
     s->on_call_rcu = true;
+    s->inflight_cookie = gp.begin();
     return 0;
   }
   s->inflight_cookie = gp.cookie();
@@ -460,7 +481,7 @@ void PagePool::Impl::free(Page* p) {
     if (config.debug_skip_grace_period) {
       call_rcu_done(&s->batch_head.head);
     } else {
-      rcu::call(&s->batch_head.head, call_rcu_done);
+      rcu::call(&s->batch_head.head, call_rcu_callback);
     }
   }
   if (cookie) request_gp(cookie);
@@ -505,14 +526,21 @@ void PagePool::Impl::request_gp(std::uint64_t cookie) {
 }
 
 // call_rcu engine: runs on liburcu's worker after the batch's grace period.
-void PagePool::Impl::call_rcu_done(rcu::Head* head) {
+void PagePool::Impl::call_rcu_callback(rcu::Head* head) {
   rcu::grace_period_ended();
+  tls_internal_thread = true;  // liburcu's worker
+  call_rcu_done(head);
+}
+
+void PagePool::Impl::call_rcu_done(rcu::Head* head) {
   Slot* s = reinterpret_cast<BatchHead*>(head)->slot;
   // The pool outlives its callbacks: ~Impl waits for them (rcu::barrier).
   Impl* pool = s->pool;
   s->lock.lock();
   PageList ready = s->inflight.take();
   s->on_call_rcu = false;
+  // The debug control waited for nothing, so it publishes nothing.
+  if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
   bool again = false;
   if (!s->pending.empty()) {
     pool->cut_locked(s);
@@ -525,7 +553,7 @@ void PagePool::Impl::call_rcu_done(rcu::Head* head) {
       // having been emptied by the cut above.
       call_rcu_done(head);
     } else {
-      rcu::call(head, call_rcu_done);
+      rcu::call(head, call_rcu_callback);
     }
   }
   pool->free_waited(s, ready);
@@ -571,6 +599,7 @@ void PagePool::Impl::refresh_arena_stats() {
 }
 
 void PagePool::Impl::driver_main() {
+  tls_internal_thread = true;
   // call_rcu engine: the driver only samples (peak, arena stats).
   const bool drives = config.gp_engine == GpEngine::driver;
   const auto idle_tick = std::chrono::milliseconds(10);
@@ -615,6 +644,7 @@ void PagePool::Impl::queue_expedite(Slot* s) {
 }
 
 void PagePool::Impl::expedite_main() {
+  tls_internal_thread = true;
   StatsHeader& h = stats.header();
   for (;;) {
     Slot* s;

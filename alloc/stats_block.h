@@ -51,7 +51,8 @@ struct alignas(64) SlotCounters {
   Counter allocated;     // pages allocated
   Counter immediate;     // pages freed at once by free() (rcu_free clear, or defer off)
   Counter not_deferred;  // pages freed by free_not_deferred() (file being deleted)
-  Counter in_use;        // 1 while a live thread owns the slot (written under the registry lock)
+  Counter in_use;        // 1 while a live user thread (not a pool worker) owns the slot;
+                         // written under the pool's registry lock
 };
 static_assert(sizeof(SlotCounters) == 64);
 
