@@ -527,7 +527,7 @@ void PagePool::Impl::request_gp(std::uint64_t cookie) {
 
 // call_rcu engine: runs on liburcu's worker after the batch's grace period.
 void PagePool::Impl::call_rcu_callback(rcu::Head* head) {
-  rcu::grace_period_ended();
+  rcu::callback_begins(head);
   tls_internal_thread = true;  // liburcu's worker
   call_rcu_done(head);
 }

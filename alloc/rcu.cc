@@ -45,6 +45,9 @@ void synchronize() {
 
 void call(Head* head, void (*func)(Head*)) {
   register_thread();
+#ifdef NOREFS_TSAN
+  __tsan_release(head);  // pairs with the acquire in callback_begins()
+#endif
   urcu_memb_call_rcu(head, func);
 }
 

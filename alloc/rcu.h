@@ -94,10 +94,13 @@ void call(Head* head, void (*func)(Head*));
 // Context: not inside a read-side section, not from a callback.
 void barrier();
 
-// For code that runs after a grace period without calling synchronize() (a
-// call_rcu callback): tells TSan what liburcu guaranteed.  No-op otherwise.
-inline void grace_period_ended() {
+// First thing in a call() callback: tells TSan what liburcu guaranteed —
+// the grace period ended, and whatever the caller of call() did before it
+// happened before the callback (liburcu hands the head over through its own
+// atomics, which TSan cannot see).  No-op otherwise.
+inline void callback_begins([[maybe_unused]] Head* head) {
 #ifdef NOREFS_TSAN
+  __tsan_acquire(head);
   __tsan_acquire(&detail::tsan_gp_sync);
 #endif
 }

@@ -91,7 +91,7 @@ struct Callback {
 };
 
 void on_callback(rcu::Head* head) {
-  rcu::grace_period_ended();
+  rcu::callback_begins(head);
   auto* cb = reinterpret_cast<Callback*>(reinterpret_cast<char*>(head) - offsetof(Callback, head));
   cb->ran->store(true);
   delete cb;
