@@ -6,7 +6,7 @@
 namespace norefs::alloc::rcu {
 namespace detail {
 
-thread_local bool registered = false;
+constinit thread_local bool registered = false;
 #ifdef NOREFS_TSAN
 char tsan_gp_sync;
 #endif

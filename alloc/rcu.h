@@ -39,7 +39,8 @@ extern "C" void __tsan_release(void* addr);
 namespace norefs::alloc::rcu {
 
 namespace detail {
-extern thread_local bool registered;
+// constinit: no dynamic initialization, so no TLS wrapper call on the fast path.
+extern constinit thread_local bool registered;
 void register_slow();
 #ifdef NOREFS_TSAN
 // TSan cannot see liburcu's membarrier-based ordering.  Every outermost
