@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "alloc/page.h"
@@ -138,21 +139,35 @@ inline bool malloc_is_jemalloc() {
   return std::strstr(info.dli_fname, "jemalloc") != nullptr;
 }
 
+// The body of NOREFS_EXPECT_IN_CHILD, in the child: gtest forwards no events
+// from a death-test child, so failures are intercepted and copied to stderr,
+// which the parent reports; the exit status says whether there were any.
+template <class F>
+[[noreturn]] void run_as_child(F&& body) {
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &failures);
+    body();
+  }
+  for (int i = 0; i < failures.size(); i++) {
+    const ::testing::TestPartResult& r = failures.GetTestPartResult(i);
+    std::fprintf(stderr, "%s:%d: Failure\n%s\n", r.file_name() ? r.file_name() : "?",
+                 r.line_number(), r.message());
+  }
+  std::fflush(nullptr);
+  std::_Exit(failures.size() == 0 ? 0 : 1);
+}
+
 // Runs `body` in a child process (gtest's death-test machinery, "threadsafe"
 // style) and expects it to finish without a failure.  For properties whose
 // failure mode is an abort inside the pool, so that the abort fails this test
-// only and not the rest of the binary.  The child's gtest failures go to its
-// stdout (the test log); the parent reports the child's stderr.
-#define NOREFS_EXPECT_IN_CHILD(body)                                                 \
-  do {                                                                               \
-    GTEST_FLAG_SET(death_test_style, "threadsafe");                                  \
-    EXPECT_EXIT(                                                                     \
-        {                                                                            \
-          body;                                                                      \
-          std::fflush(nullptr);                                                      \
-          std::_Exit(::testing::Test::HasFailure() ? 1 : 0);                         \
-        },                                                                           \
-        ::testing::ExitedWithCode(0), "");                                           \
+// only and not the rest of the binary.
+#define NOREFS_EXPECT_IN_CHILD(body)                                                     \
+  do {                                                                                   \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                      \
+    EXPECT_EXIT(::norefs::alloc::test::run_as_child([&] { body; }),                      \
+                ::testing::ExitedWithCode(0), "");                                       \
   } while (0)
 
 inline const char* engine_name(GpEngine e) { return e == GpEngine::driver ? "driver" : "call_rcu"; }
