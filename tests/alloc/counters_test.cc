@@ -60,8 +60,17 @@ TEST_P(CountersTest, ExactAfterQuiescence) {
       held.clear();
     }
   });
-  // The main thread too: a long run of deferred frees (expedite territory).
-  for (int i = 0; i < 100; i++) free_rcu(pool, must_alloc(pool));
+  // The main thread too: a long run of deferred frees (expedite territory),
+  // while a reader holds them back, until the pool has recorded a peak.
+  // (peak_waiting may be sampled -- the call_rcu engine samples every
+  // 10 ms -- so it gets time; pages cannot leave while the reader is in.)
+  std::uint64_t peak_seen = 0;
+  {
+    ReaderThread reader;
+    for (int i = 0; i < 100; i++) free_rcu(pool, must_alloc(pool));
+    wait_until([&] { return (peak_seen = pool.counters().peak_waiting) > 0; }, 20000ms);
+  }
+  EXPECT_GT(peak_seen, 0u) << "nothing recorded a peak while 100 pages waited";
   stop = true;
   churn.join();
   pool.drain();

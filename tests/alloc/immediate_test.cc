@@ -122,6 +122,40 @@ TEST_P(ImmediateTest, FreedAtOnceFromAnotherThread) {
   EXPECT_EQ(c.live(), 0u) << describe(c);
 }
 
+// page_pool.h: free() may be called "inside a read-side section or not: it
+// never waits for a grace period".  A thread inside a section frees enough
+// deferred pages to complete batches and queue expedite work (whose grace
+// period waits for this very section): a free() that waited would
+// self-deadlock here.
+TEST_P(ImmediateTest, FreeInsideReadSectionNeverWaits) {
+  PagePoolConfig cfg = config(true);
+  cfg.expedite_pages = 16;
+  PagePool pool(cfg);
+  std::uint64_t n = 0;
+  std::thread([&] {
+    for (int round = 0; round < 5; round++) {
+      rcu::ReadGuard section;
+      for (int i = 0; i < 100; i++) {
+        free_rcu(pool, must_alloc(pool));
+        n++;
+        Page* p = must_alloc(pool);
+        if (i % 2) {
+          pool.free(p);
+        } else {
+          pool.free_not_deferred(p);
+        }
+        pool.make_way();
+      }
+      EXPECT_TRUE(rcu::in_read_section());
+    }
+  }).join();
+  pool.drain();
+  Counters c = pool.counters();
+  EXPECT_EQ(c.deferred, n) << describe(c);
+  EXPECT_EQ(c.freed_after_gp, n) << describe(c);
+  EXPECT_EQ(c.live(), 0u) << describe(c);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Engines, ImmediateTest,
     ::testing::Values(ImmediateCase{GpEngine::driver, TcacheMode::private_},

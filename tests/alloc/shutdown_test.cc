@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -91,6 +92,36 @@ TEST(ShutdownTest, DestroyUnusedPool) {
     Counters c = pool.counters();
     EXPECT_EQ(c.allocated, 0u) << describe(c);
   }
+}
+
+// "Context: no other thread uses the pool any more" -- threads may still be
+// alive, just done with it.  Here the only user slot (max_threads = 1) is
+// held by an idle thread whose batch is still waiting when the pool goes
+// (it freed under a reader that left just before; an active owner's batch
+// is left to the owner), so ~PagePool() must free that batch itself,
+// without becoming a second user.  In a child: the failure mode is an abort.
+void destroy_while_idle_threads_hold_every_user_slot() {
+  PagePoolConfig cfg;
+  cfg.max_threads = 1;
+  auto pool = std::make_unique<PagePool>(cfg);
+  auto reader = std::make_unique<ReaderThread>();
+  std::latch freed(1), pool_gone(1);
+  std::thread user([&] {
+    for (int i = 0; i < 20; i++) free_rcu(*pool, must_alloc(*pool));
+    freed.count_down();
+    pool_gone.wait();  // alive, idle, holding its slot
+  });
+  freed.wait();
+  Counters c = pool->counters();
+  EXPECT_EQ(c.live(), 20u) << describe(c);
+  reader.reset();
+  pool.reset();
+  pool_gone.count_down();
+  user.join();
+}
+
+TEST(ShutdownTest, DestroyWhileIdleThreadsHoldEveryUserSlot) {
+  NOREFS_EXPECT_IN_CHILD(destroy_while_idle_threads_hold_every_user_slot());
 }
 
 TEST(ShutdownDeathTest, DestroyWithAnAllocatedPageAborts) {
