@@ -38,6 +38,16 @@ class ExpediteTest : public ::testing::TestWithParam<GpEngine> {
         if (p == nullptr) break;
         free_rcu(pool, p);
       }
+      if (expedite) {
+        // While the reader holds the slot's one-page batch, nothing else
+        // can cut the pending list: more than one page in flight means the
+        // expedite worker took the list (and now waits for the reader).
+        // Without this wait a worker that wakes late finds the list already
+        // cut by the engine, has nothing to do and counts nothing.
+        bool taken = wait_until([&] { return pool.counters().inflight > 1; }, 20000ms);
+        EXPECT_TRUE(taken) << "the expedite worker never took the pending list: "
+                           << describe(pool.counters());
+      }
       Counters c = pool.counters();
       // Expedited or not, nothing may be freed while the reader is inside.
       EXPECT_EQ(c.freed_after_gp, 0u) << describe(c);

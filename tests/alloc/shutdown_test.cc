@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <latch>
 #include <memory>
 #include <optional>
@@ -46,8 +47,10 @@ TEST_P(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
     before = pool.counters();
   }  // no drain(): ~PagePool() must do it
   struct stat st {};
-  EXPECT_EQ(stat(cfg.stats_path.c_str(), &st), -1) << "stats file left behind";
-  EXPECT_EQ(errno, ENOENT);
+  int rc = stat(cfg.stats_path.c_str(), &st);
+  int err = errno;
+  EXPECT_EQ(rc, -1) << "stats file left behind";
+  EXPECT_EQ(err, ENOENT);
 
   EXPECT_EQ(before.deferred, 4u * n) << describe(before);
   Counters after = stats->sum();
@@ -122,6 +125,40 @@ void destroy_while_idle_threads_hold_every_user_slot() {
 
 TEST(ShutdownTest, DestroyWhileIdleThreadsHoldEveryUserSlot) {
   NOREFS_EXPECT_IN_CHILD(destroy_while_idle_threads_hold_every_user_slot());
+}
+
+// call_rcu engine: the pool must outlive every callback, including one that
+// is still freeing its batch.  The callback publishes its grace period
+// (gp_completed) before it frees the batch, so destroying the pool the
+// moment gp_completed reaches the last batch's number starts ~PagePool()
+// while that callback is (about to be) freeing a large, poisoned batch.
+// In a child: the failure modes are an abort ("destroyed with ... waiting"),
+// a crash, or (ASan/TSan) a use of the destroyed slots.
+void destroy_while_a_callback_frees() {
+  PagePoolConfig cfg;
+  cfg.gp_engine = GpEngine::call_rcu;
+  cfg.expedite = false;       // no other grace periods: numbers are 1, 2
+  cfg.poison_on_free = true;  // a slow free: 4 KiB memset per page
+  auto pool = std::make_unique<PagePool>(cfg);
+  constexpr int kPages = 8192;
+  {
+    ReaderThread reader;  // batch 1 = the first page; the rest waits behind it
+    for (int i = 0; i < kPages; i++) free_rcu(*pool, must_alloc(*pool));
+  }
+  // Batch 1's callback cuts the rest into batch 2; batch 2's callback ends
+  // grace period 2 and then frees kPages - 1 pages.
+  bool started = false;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!(started = pool->counters().gp_completed >= 2) &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_TRUE(started) << describe(pool->counters());
+  pool.reset();
+  rcu::barrier();  // let a callback the pool did not wait for finish (and be caught)
+}
+
+TEST(ShutdownTest, DestroyWhileACallRcuCallbackFrees) {
+  NOREFS_EXPECT_IN_CHILD(destroy_while_a_callback_frees());
 }
 
 TEST(ShutdownDeathTest, DestroyWithAnAllocatedPageAborts) {

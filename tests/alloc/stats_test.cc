@@ -221,8 +221,10 @@ TEST(StatsTest, FileIsPrivateAndUnlinkedWithThePool) {
     EXPECT_EQ(st.st_uid, geteuid());
   }
   struct stat st {};
-  EXPECT_EQ(stat(path.c_str(), &st), -1);
-  EXPECT_EQ(errno, ENOENT);
+  int rc = stat(path.c_str(), &st);
+  int err = errno;
+  EXPECT_EQ(rc, -1) << "stats file not unlinked with the pool";
+  EXPECT_EQ(err, ENOENT);
 }
 
 TEST(StatsTest, SecondPoolWithTheSamePathThrows) {
