@@ -21,13 +21,15 @@
 namespace norefs::alloc::test {
 namespace {
 
+// The tests here run in a child (NOREFS_EXPECT_IN_CHILD) where the failure
+// mode is an abort or a crash in ~PagePool(): it then fails that test only.
 class ShutdownTest : public ::testing::TestWithParam<GpEngine> {};
 
-TEST_P(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
-  const bool driver = GetParam() == GpEngine::driver;
+void destroy_with_pages_pending_and_in_flight(GpEngine engine) {
+  const bool driver = engine == GpEngine::driver;
   const int n = driver ? 300 : 40;
   PagePoolConfig cfg;
-  cfg.gp_engine = GetParam();
+  cfg.gp_engine = engine;
   cfg.stats_path = unique_stats_path("shutdown");
   cfg.check = true;
   std::optional<StatsReader> stats;
@@ -66,11 +68,15 @@ TEST_P(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
   rcu::barrier();
 }
 
+TEST_P(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
+  NOREFS_EXPECT_IN_CHILD(destroy_with_pages_pending_and_in_flight(GetParam()));
+}
+
 // Destroyed at once, while the engine is certainly busy: the pages were freed
 // under a reader, which leaves only when the destructor has started.
-TEST_P(ShutdownTest, DestroyRightAfterReaderLeaves) {
+void destroy_right_after_reader_leaves(GpEngine engine) {
   PagePoolConfig cfg;
-  cfg.gp_engine = GetParam();
+  cfg.gp_engine = engine;
   auto pool = std::make_unique<PagePool>(cfg);
   auto reader = std::make_unique<ReaderThread>();
   for (int i = 0; i < 50; i++) free_rcu(*pool, must_alloc(*pool));
@@ -81,6 +87,10 @@ TEST_P(ShutdownTest, DestroyRightAfterReaderLeaves) {
   pool.reset();
   releaser.join();
   rcu::barrier();
+}
+
+TEST_P(ShutdownTest, DestroyRightAfterReaderLeaves) {
+  NOREFS_EXPECT_IN_CHILD(destroy_right_after_reader_leaves(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, ShutdownTest,
