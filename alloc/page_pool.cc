@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // The design block is in page_pool.h.  Invariants kept under each slot lock:
-//   (I1) pending non-empty  =>  inflight non-empty.
+//   (I1) pending non-empty  =>  inflight non-empty (driver engine), or
+//        on_call_rcu (call_rcu engine: a callback is queued or running for
+//        the slot, and cuts pending before it lets go of the slot).
 //        Whenever inflight empties (its batch freed), pending is cut into it
 //        in the same critical section.  So a slot needs no outside help to
 //        drain: its in-flight batch always has a grace period coming, and
@@ -113,8 +115,12 @@ struct alignas(64) Slot {
   // Guarded by lock.  Driver engine: the cookie the batch waits for.
   // call_rcu engine: the number GracePeriods::begin() gave its grace period.
   std::uint64_t inflight_cookie = 0;
-  bool on_call_rcu = false;  // guarded by lock; call_rcu engine: batch handed over
-  BatchHead batch_head{};            // call_rcu engine; in use while on_call_rcu
+  // Guarded by lock; call_rcu engine.  True from the cut that hands a batch
+  // to call_rcu until the callback that handles it has finished with the
+  // slot, frees included: while true, the callback owns batch_head and is
+  // responsible for cutting pending (I1), and ~Impl waits for it.
+  bool on_call_rcu = false;
+  BatchHead batch_head{};
   // Set by the owner under the lock when it queues expedite work, cleared by
   // the worker under the lock when it takes the list.  make_way() reads it
   // without the lock (relaxed): it is a hint to yield, nothing more.
@@ -193,7 +199,8 @@ struct PagePool::Impl {
   }
   // Frees pages taken from `owner`'s lists after their grace period and
   // settles owner's counters.
-  void free_waited(Slot* owner, PageList list);
+  // `tcache` is the calling thread's (its slot's, or kNoTcache).
+  void free_waited(Slot* owner, PageList list, int tcache);
   void release_to_arena(Page* p, int tcache);
 
   void request_gp(std::uint64_t cookie);
@@ -314,7 +321,8 @@ PagePool::Impl::~Impl() {
   std::size_t n = nslots.load(std::memory_order_acquire);
   if (config.gp_engine == GpEngine::call_rcu) {
     // A callback may hand its slot's next batch to call_rcu after a barrier
-    // has started: repeat until no batch is out with liburcu.
+    // has started: repeat until no slot is flagged (on_call_rcu stays set
+    // until its callback is completely done with the slot).
     for (;;) {
       bool out = false;
       for (std::size_t i = 0; i < n; i++) {
@@ -336,8 +344,10 @@ PagePool::Impl::~Impl() {
     counter_sub(s->ctr->pending, pending.n);
     counter_add(s->ctr->inflight, pending.n);
     s->lock.unlock();
-    free_waited(s, list);
-    free_waited(s, pending);
+    // No slot for this thread: it may be a user thread, and every user
+    // slot may be held by threads that are idle but alive.
+    free_waited(s, list, PageArena::kNoTcache);
+    free_waited(s, pending, PageArena::kNoTcache);
   }
   for (std::size_t i = 0; i < n; i++) {
     if (slots[i].tcache != PageArena::kNoTcache) arena.tcache_destroy(slots[i].tcache);
@@ -466,9 +476,13 @@ void PagePool::Impl::free(Page* p) {
   // Driver engine: free our own completed batch here, on a warm tcache,
   // rather than leave it to the driver.
   if (batch_ready_locked(s)) ready = s->inflight.take();
-  if (s->inflight.empty()) {
+  if (config.gp_engine == GpEngine::call_rcu) {
+    if (!s->on_call_rcu) {
+      cut_locked(s);
+      hand_to_call_rcu = true;
+    }
+  } else if (s->inflight.empty()) {
     cookie = cut_locked(s);
-    hand_to_call_rcu = config.gp_engine == GpEngine::call_rcu;
   }
   if (config.expedite && s->pending.n >= config.expedite_pages &&
       !s->expedite_queued.load(std::memory_order_relaxed)) {
@@ -486,12 +500,11 @@ void PagePool::Impl::free(Page* p) {
   }
   if (cookie) request_gp(cookie);
   if (expedite) queue_expedite(s);
-  if (!ready.empty()) free_waited(s, ready);
+  free_waited(s, ready, s->tcache);
 }
 
-void PagePool::Impl::free_waited(Slot* owner, PageList list) {
+void PagePool::Impl::free_waited(Slot* owner, PageList list, int tcache) {
   if (list.empty()) return;
-  int tcache = my_slot()->tcache;
   std::size_t n = list.n;
   for (Page* p = list.head; p;) {
     Page* next = p->free_next;
@@ -534,29 +547,30 @@ void PagePool::Impl::call_rcu_callback(rcu::Head* head) {
 
 void PagePool::Impl::call_rcu_done(rcu::Head* head) {
   Slot* s = reinterpret_cast<BatchHead*>(head)->slot;
-  // The pool outlives its callbacks: ~Impl waits for them (rcu::barrier).
+  // The pool outlives this call: ~Impl waits while s->on_call_rcu is set.
   Impl* pool = s->pool;
   s->lock.lock();
   PageList ready = s->inflight.take();
-  s->on_call_rcu = false;
   // The debug control waited for nothing, so it publishes nothing.
   if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
-  bool again = false;
-  if (!s->pending.empty()) {
-    pool->cut_locked(s);
-    again = true;
+  s->lock.unlock();
+  pool->free_waited(s, ready, pool->my_slot()->tcache);
+
+  s->lock.lock();
+  bool again = !s->pending.empty();
+  if (again) {
+    pool->cut_locked(s);  // on_call_rcu stays set: the next callback owns the slot
+  } else {
+    s->on_call_rcu = false;  // from here on, neither `s` nor `pool` may be touched
   }
   s->lock.unlock();
-  if (again) {
-    if (pool->config.debug_skip_grace_period) {
-      // Test control only; recursion depth is bounded by the pending list
-      // having been emptied by the cut above.
-      call_rcu_done(head);
-    } else {
-      rcu::call(head, call_rcu_callback);
-    }
+  if (!again) return;
+  if (pool->config.debug_skip_grace_period) {
+    // Test control only; the recursion ends when pending stays empty.
+    call_rcu_done(head);
+  } else {
+    rcu::call(head, call_rcu_callback);
   }
-  pool->free_waited(s, ready);
 }
 
 void PagePool::Impl::sweep(bool all) {
@@ -574,7 +588,7 @@ void PagePool::Impl::sweep(bool all) {
       if (!s->pending.empty()) want = std::max(want, cut_locked(s));  // (I1)
     }
     s->lock.unlock();
-    free_waited(s, ready);
+    free_waited(s, ready, my_slot()->tcache);
   }
   if (want) request_gp(want);
 }
@@ -665,19 +679,27 @@ void PagePool::Impl::expedite_main() {
     // Every page on `list` was queued before this grace period begins (the
     // slot lock orders the queueing before our cookie RMW inside).
     if (!config.debug_skip_grace_period) gp.synchronize();
-    std::size_t n = list.n;
-    free_waited(s, list);
+    // Counted before the pages reach the arena, so that whoever sees them
+    // there (drain()) also sees the work counted.  Single writer (this
+    // worker): relaxed load+store.
+    counter_add(h.expedites, 1);
+    counter_add(h.expedited_pages, list.n);
+    free_waited(s, list, my_slot()->tcache);
     // Our grace period may have completed other slots' batches too.
     if (config.gp_engine == GpEngine::driver) sweep(false);
-    // Single writer (this worker): relaxed load+store.
-    counter_add(h.expedites, 1);
-    counter_add(h.expedited_pages, n);
   }
 }
 
 void PagePool::Impl::make_way() {
-  if (tls_last.pool_id != id) return;  // this thread never freed into the pool
-  Slot* s = tls_last.slot;
+  Slot* s = nullptr;
+  if (tls_last.pool_id == id) {
+    s = tls_last.slot;
+  } else {
+    for (const Binding& b : tls_bindings.list) {
+      if (b.pool_id == id) s = b.slot;
+    }
+    if (!s) return;  // this thread never used the pool: nothing of ours to yield to
+  }
   // Relaxed: a hint.  A stale value costs one needless or one missed yield.
   if (s->expedite_queued.load(std::memory_order_relaxed)) {
     sched_yield();
