@@ -13,14 +13,16 @@
 //        the batch's cookie (driver) or hands it to call_rcu after the
 //        pages are queued, so the batch's grace period begins after every
 //        one of its pages was queued (grace_period.h for the ordering).
-//   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + pages an
-//        expedite work or a freeing thread has taken but not yet freed.
+//   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + done.n +
+//        pages an expedite work or a freeing thread has taken but not yet
+//        freed.
 #include "alloc/page_pool.h"
 
 #include <sched.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -91,10 +93,28 @@ struct PageList {
   PageList take() { return std::exchange(*this, PageList{}); }
 };
 
-std::uint64_t monotonic_ms() {
+// Moves `b` onto `a`.  O(length of b): lists here are batches, walked anyway
+// when they are freed.
+void append(PageList& a, PageList b) {
+  if (b.empty()) return;
+  Page* tail = b.head;
+  while (tail->free_next) tail = tail->free_next;
+  tail->free_next = a.head;
+  a.head = b.head;
+  a.n += b.n;
+}
+
+std::uint64_t monotonic_us() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000000;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
+}
+std::uint64_t monotonic_ms() { return monotonic_us() / 1000; }
+
+void sleep_until_us(std::uint64_t us) {
+  timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
 }
 
 }  // namespace
@@ -112,6 +132,11 @@ struct alignas(64) Slot {
   SpinLock lock;
   PageList pending;                  // guarded by lock
   PageList inflight;                 // guarded by lock
+  // Guarded by lock.  Lists whose grace period has completed (an expedite
+  // work's, a call_rcu batch's), handed back for the owner to free on its
+  // next free() with its own warm tcache.  Counted in ctr->inflight until
+  // freed; sweep() frees them if the owner stops freeing.
+  PageList done;
   // Guarded by lock.  Driver engine: the cookie the batch waits for.
   // call_rcu engine: the number GracePeriods::begin() gave its grace period.
   std::uint64_t inflight_cookie = 0;
@@ -197,6 +222,15 @@ struct PagePool::Impl {
     return config.gp_engine == GpEngine::driver && !s->inflight.empty() &&
            (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
   }
+  // Whether the slot's owner freed in this or the previous sweep epoch.
+  // Context: slot lock held.
+  bool owner_active_locked(const Slot* s) const {
+    return s->active_epoch + 1 >= sweep_epoch.load(std::memory_order_relaxed) &&
+           s->owned.load(std::memory_order_relaxed);
+  }
+  // A list whose grace period has completed: hand it to an active owner
+  // (Slot::done), else free it here with `tcache`.
+  void complete(Slot* s, PageList list, int tcache);
   // Frees pages taken from `owner`'s lists after their grace period and
   // settles owner's counters.
   // `tcache` is the calling thread's (its slot's, or kNoTcache).
@@ -205,9 +239,9 @@ struct PagePool::Impl {
 
   void request_gp(std::uint64_t cookie);
   void driver_main();
-  // Frees completed batches and cuts the lists behind them (I1).  Leaves
-  // the batches of owners active in the last sweep epoch to them, unless
-  // `all`.  Driver engine only.
+  // Frees completed batches (driver engine) and done lists, and cuts the
+  // lists behind them (I1).  Leaves those of owners active in the last
+  // sweep epoch to them, unless `all`.
   void sweep(bool all);
   void update_peak();
   void refresh_arena_stats();
@@ -248,6 +282,7 @@ struct PagePool::Impl {
   static constexpr std::uint64_t kSweepEpochMs = 5;
   std::atomic<std::uint64_t> sweep_epoch{1};
   std::uint64_t sweep_epoch_due_ms = 0;  // driver thread only
+  std::uint64_t next_gp_us = 0;          // driver thread only: gp_interval_us pacing
 
   // Expedite worker.
   std::mutex expedite_mu;
@@ -340,6 +375,7 @@ PagePool::Impl::~Impl() {
     Slot* s = &slots[i];
     s->lock.lock();
     PageList list = s->inflight.take();
+    append(list, s->done.take());
     PageList pending = s->pending.take();
     counter_sub(s->ctr->pending, pending.n);
     counter_add(s->ctr->inflight, pending.n);
@@ -476,6 +512,7 @@ void PagePool::Impl::free(Page* p) {
   // Driver engine: free our own completed batch here, on a warm tcache,
   // rather than leave it to the driver.
   if (batch_ready_locked(s)) ready = s->inflight.take();
+  if (!s->done.empty()) append(ready, s->done.take());
   if (config.gp_engine == GpEngine::call_rcu) {
     if (!s->on_call_rcu) {
       cut_locked(s);
@@ -501,6 +538,15 @@ void PagePool::Impl::free(Page* p) {
   if (cookie) request_gp(cookie);
   if (expedite) queue_expedite(s);
   free_waited(s, ready, s->tcache);
+}
+
+void PagePool::Impl::complete(Slot* s, PageList list, int tcache) {
+  if (list.empty()) return;
+  s->lock.lock();
+  bool handed = owner_active_locked(s);
+  if (handed) append(s->done, list);
+  s->lock.unlock();
+  if (!handed) free_waited(s, list, tcache);
 }
 
 void PagePool::Impl::free_waited(Slot* owner, PageList list, int tcache) {
@@ -554,7 +600,7 @@ void PagePool::Impl::call_rcu_done(rcu::Head* head) {
   // The debug control waited for nothing, so it publishes nothing.
   if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
   s->lock.unlock();
-  pool->free_waited(s, ready, pool->my_slot()->tcache);
+  pool->complete(s, ready, pool->my_slot()->tcache);
 
   s->lock.lock();
   bool again = !s->pending.empty();
@@ -574,18 +620,20 @@ void PagePool::Impl::call_rcu_done(rcu::Head* head) {
 }
 
 void PagePool::Impl::sweep(bool all) {
-  std::uint64_t want = 0, epoch = sweep_epoch.load(std::memory_order_relaxed);
+  std::uint64_t want = 0;
   std::size_t n = nslots.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < n; i++) {
     Slot* s = &slots[i];
     PageList ready;
     s->lock.lock();
     // `owned` is guarded by registry_mu; read racily it is a heuristic only.
-    bool owner_active =
-        s->active_epoch + 1 >= epoch && s->owned.load(std::memory_order_relaxed);
-    if ((all || !owner_active) && batch_ready_locked(s)) {
-      ready = s->inflight.take();
-      if (!s->pending.empty()) want = std::max(want, cut_locked(s));  // (I1)
+    bool leave_to_owner = !all && owner_active_locked(s);
+    if (!leave_to_owner) {
+      if (batch_ready_locked(s)) {
+        ready = s->inflight.take();
+        if (!s->pending.empty()) want = std::max(want, cut_locked(s));  // (I1)
+      }
+      append(ready, s->done.take());
     }
     s->lock.unlock();
     free_waited(s, ready, my_slot()->tcache);
@@ -625,6 +673,10 @@ void PagePool::Impl::driver_main() {
     }
     if (drives) {
       if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+        // Pace: frees meanwhile join the pending lists, and the batches
+        // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
+        if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
+        next_gp_us = monotonic_us() + config.gp_interval_us;
         update_peak();  // before the GP: no owner can have freed its batch yet
         gp.synchronize();
       }
@@ -636,6 +688,7 @@ void PagePool::Impl::driver_main() {
         continue;
       }
     }
+    if (!drives) sweep(false);  // call_rcu: done lists of owners that went idle
     update_peak();
     refresh_arena_stats();
     // Dekker with request_gp(): see there.
@@ -684,9 +737,9 @@ void PagePool::Impl::expedite_main() {
     // worker): relaxed load+store.
     counter_add(h.expedites, 1);
     counter_add(h.expedited_pages, list.n);
-    free_waited(s, list, my_slot()->tcache);
+    complete(s, list, my_slot()->tcache);
     // Our grace period may have completed other slots' batches too.
-    if (config.gp_engine == GpEngine::driver) sweep(false);
+    sweep(false);
   }
 }
 
@@ -714,8 +767,8 @@ void PagePool::Impl::drain() {
       rcu::barrier();
     } else {
       gp.synchronize();
-      sweep(true);
     }
+    sweep(true);
     // Pages taken by the expedite worker or a freeing thread are counted
     // until they are freed; give them the CPU.
     if (waiting() != 0) std::this_thread::yield();

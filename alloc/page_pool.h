@@ -77,6 +77,13 @@ struct PagePoolConfig {
   // A slot's pending list at this length is handed to the expedite worker.
   std::size_t expedite_pages = 1024;
   GpEngine gp_engine = GpEngine::driver;
+  // Driver engine: at most one grace period per this many microseconds
+  // (0: back to back).  Pages freed meanwhile gather into larger batches, so
+  // fewer grace periods (each two membarrier IPI rounds to every running
+  // thread of the process) serve the same frees; expedite bounds what
+  // waits meanwhile.  The default is measured in tools/fill_free_bench
+  // (README).
+  unsigned gp_interval_us = 1000;
   TcacheMode tcache = TcacheMode::private_;
   // Stamp every queued page with the grace periods started when it was
   // queued, and count (stats: check_violations) any page freed before a

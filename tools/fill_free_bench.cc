@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> engines{"driver"}, tcaches{"private"};
   std::string csv_path, json_path;
   unsigned sample_us = 2000;
+  unsigned gp_interval_us = norefs::alloc::PagePoolConfig{}.gp_interval_us;
   app.add_option("-t,--threads", threads, "thread counts")->delimiter(',')->check(CLI::Range(1u, 1024u));
   app.add_option("-s,--seconds", seconds, "seconds per measurement")->check(CLI::Range(0.05, 600.0));
   app.add_option("-r,--rounds", rounds, "rounds (interleaved)")->check(CLI::Range(1u, 100u));
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
       ->delimiter(',')->check(CLI::IsMember({"driver", "call_rcu"}));
   app.add_option("--tcache", tcaches, "arena tcache modes: private,none")
       ->delimiter(',')->check(CLI::IsMember({"private", "none"}));
+  app.add_option("--gp-interval-us", gp_interval_us, "driver engine: min us between grace periods")
+      ->check(CLI::Range(0u, 1000000u));
   app.add_option("--sample-us", sample_us, "sampling interval (us)")->check(CLI::Range(100u, 1000000u));
   app.add_option("--csv", csv_path, "also write rows as CSV to this file");
   app.add_option("--json", json_path, "also write rows as JSON to this file");
@@ -70,6 +73,7 @@ int main(int argc, char** argv) {
     norefs::alloc::PagePoolConfig base;
     base.tcache = tc == "none" ? TcacheMode::none : TcacheMode::private_;
     base.expedite_pages = expedite_pages;
+    base.gp_interval_us = gp_interval_us;
     Variant imm{"immediate", "-", tc, base};
     imm.cfg.defer = false;
     imm.cfg.expedite = false;
@@ -87,9 +91,9 @@ int main(int argc, char** argv) {
 
   std::printf("fill_free_bench: threads=");
   for (size_t i = 0; i < threads.size(); i++) std::printf("%s%u", i ? "," : "", threads[i]);
-  std::printf(" seconds=%.2f rounds=%u fill_pages=%zu (%.1f MiB) expedite_pages=%zu sample=%u us cpus=%ld\n",
+  std::printf(" seconds=%.2f rounds=%u fill_pages=%zu (%.1f MiB) expedite_pages=%zu gp_interval=%u us sample=%u us cpus=%ld\n",
               seconds, rounds, fill_pages, mib(static_cast<double>(fill_pages)), expedite_pages,
-              sample_us, sysconf(_SC_NPROCESSORS_ONLN));
+              gp_interval_us, sample_us, sysconf(_SC_NPROCESSORS_ONLN));
 
   // results[(variant index, threads)] = one result per round
   std::map<std::pair<size_t, unsigned>, std::vector<FillFreeResult>> results;
