@@ -115,8 +115,9 @@ int main(int argc, char** argv) {
   }
 
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-3s %-15s %-8s %-7s %12s %8s %12s %12s %9s %10s\n", "N", "variant", "engine", "tcache",
-              "pages/s", "vs imm", "mean wait", "peak wait", "GP/s", "expedite/s");
+  std::printf("\n%-3s %-15s %-8s %-7s %10s %19s %7s %12s %12s %7s %10s\n", "N", "variant", "engine",
+              "tcache", "pages/s", "(min-max, rounds)", "vs imm", "mean wait", "peak wait", "GP/s",
+              "expedite/s");
   std::map<std::pair<std::string, unsigned>, double> imm_rate;  // (tcache, N) -> pages/s
   for (unsigned n : threads) {
     for (size_t v = 0; v < variants.size(); v++) {
@@ -135,11 +136,13 @@ int main(int argc, char** argv) {
       }
       const Variant& var = variants[v];
       double prate = median(rate), mwait = median(wait);
+      double rmin = *std::min_element(rate.begin(), rate.end());
+      double rmax = *std::max_element(rate.begin(), rate.end());
       if (var.name == "immediate") imm_rate[{var.tcache, n}] = prate;
       double vs = prate / imm_rate[{var.tcache, n}];
-      std::printf("%-3u %-15s %-8s %-7s %12.0f %7.2fx %8.2f MiB %8.2f MiB %9.0f %10.0f\n", n,
-                  var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, vs, mib(mwait),
-                  mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
+      std::printf("%-3u %-15s %-8s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n",
+                  n, var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs,
+                  mib(mwait), mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
                   static_cast<double>(exps) / secs);
       if (fails) std::printf("    (%lu allocation failures)\n", static_cast<unsigned long>(fails));
       rows.push_back({{"threads", n},
@@ -147,6 +150,8 @@ int main(int argc, char** argv) {
                       {"engine", var.engine},
                       {"tcache", var.tcache},
                       {"pages_per_sec", prate},
+                      {"pages_per_sec_min", rmin},
+                      {"pages_per_sec_max", rmax},
                       {"ratio_to_immediate", vs},
                       {"mean_waiting_pages", mwait},
                       {"peak_waiting_pages", peak},
@@ -180,12 +185,14 @@ int main(int argc, char** argv) {
 
   if (!csv_path.empty()) {
     std::ofstream f(csv_path);
-    f << "threads,variant,engine,tcache,pages_per_sec,ratio_to_immediate,mean_waiting_pages,"
-         "peak_waiting_pages,grace_periods_per_sec,expedites_per_sec,rounds\n";
+    f << "threads,variant,engine,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
+         "ratio_to_immediate,mean_waiting_pages,peak_waiting_pages,grace_periods_per_sec,"
+         "expedites_per_sec,rounds\n";
     for (const auto& row : rows) {
       f << row["threads"] << ',' << row["variant"].get<std::string>() << ','
         << row["engine"].get<std::string>() << ',' << row["tcache"].get<std::string>() << ','
-        << row["pages_per_sec"] << ',' << row["ratio_to_immediate"] << ',' << row["mean_waiting_pages"]
+        << row["pages_per_sec"] << ',' << row["pages_per_sec_min"] << ','
+        << row["pages_per_sec_max"] << ',' << row["ratio_to_immediate"] << ',' << row["mean_waiting_pages"]
         << ',' << row["peak_waiting_pages"] << ',' << row["grace_periods_per_sec"] << ','
         << row["expedites_per_sec"] << ',' << row["rounds"] << '\n';
     }
