@@ -8,9 +8,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup-deps.sh"
 mkdir -p "$root/build"
-"$root/tools/build.sh" "$root/build/release" -DBUILD_TESTING=OFF
+"$root/tools/build.sh" "$root/build/main" -DBUILD_TESTING=OFF
 out="$root/build/results"
 mkdir -p "$out"
-"$root/build/release/tools/fill_free_bench" --threads 1,2,4 --seconds 1 --rounds 2 \
+"$root/build/main/tools/fill_free_bench" --threads 1,2,4 --seconds 1 --rounds 2 \
   --csv "$out/fill_free.csv" --json "$out/fill_free.json"
 echo "results also in $out/fill_free.csv and $out/fill_free.json"
