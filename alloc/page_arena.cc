@@ -3,23 +3,19 @@
 
 #include <jemalloc/jemalloc.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
+#include "alloc/die.h"
+
 #include <cstring>
 #include <string>
 
 namespace norefs::alloc {
 namespace {
 
-[[noreturn]] void die(const char* what, int err, const char* file, int line) {
-  std::fprintf(stderr, "norefs: %s:%d: %s failed: %s\n", file, line, what, std::strerror(err));
-  std::abort();
-}
-#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                         \
-  do {                                                                           \
-    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));             \
-    if (err_ != 0) die(std::string("mallctl ").append(name).c_str(), err_, __FILE__, __LINE__); \
+// A mallctl that cannot fail unless jemalloc or this code is broken.
+#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                                 \
+  do {                                                                                   \
+    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));                     \
+    NOREFS_CHECK(err_ == 0, std::string("mallctl ") + (name) + ": " + std::strerror(err_)); \
   } while (0)
 
 }  // namespace

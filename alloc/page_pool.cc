@@ -35,17 +35,12 @@
 #include <utility>
 #include <vector>
 
+#include "alloc/die.h"
 #include "alloc/grace_period.h"
 #include "alloc/rcu.h"
 
 namespace norefs::alloc {
 namespace {
-
-[[noreturn]] void die(const char* file, int line, const std::string& msg) {
-  std::fprintf(stderr, "norefs: %s:%d: %s\n", file, line, msg.c_str());
-  std::abort();
-}
-#define NOREFS_DIE(msg) die(__FILE__, __LINE__, (msg))
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

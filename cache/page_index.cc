@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "cache/page_index.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <new>
+
+#include "alloc/die.h"
 
 namespace norefs::cache {
 
@@ -16,15 +16,6 @@ struct PageIndex::Node {
 };
 
 namespace {
-
-[[noreturn]] void die(const char* file, int line, const char* msg) {
-  std::fprintf(stderr, "norefs: %s:%d: %s\n", file, line, msg);
-  std::abort();
-}
-#define INDEX_CHECK(cond, msg) \
-  do {                         \
-    if (!(cond)) die(__FILE__, __LINE__, msg); \
-  } while (0)
 
 unsigned slot_of(std::uint64_t index, unsigned shift) {
   return static_cast<unsigned>(index >> shift) & (PageIndex::kSlots - 1);
@@ -88,7 +79,7 @@ bool PageIndex::insert(std::uint64_t index, Page* page) {
     n = child;
   }
   auto& slot = n->slots[slot_of(index, 0)];
-  INDEX_CHECK(slot.load(std::memory_order_relaxed) == nullptr, "PageIndex::insert into an occupied slot");
+  NOREFS_CHECK(slot.load(std::memory_order_relaxed) == nullptr, "PageIndex::insert into an occupied slot");
   // Release: the page's descriptor and state are initialized before readers see it.
   slot.store(page, std::memory_order_release);
   n->count++;
@@ -98,13 +89,13 @@ bool PageIndex::insert(std::uint64_t index, Page* page) {
 
 void PageIndex::replace(std::uint64_t index, Page* old, Page* page) {
   Node* n = root_.load(std::memory_order_relaxed);
-  INDEX_CHECK(n && index <= max_index(n->shift), "PageIndex::replace of a missing page");
+  NOREFS_CHECK(n && index <= max_index(n->shift), "PageIndex::replace of a missing page");
   while (n->shift > 0) {
     n = static_cast<Node*>(n->slots[slot_of(index, n->shift)].load(std::memory_order_relaxed));
-    INDEX_CHECK(n, "PageIndex::replace of a missing page");
+    NOREFS_CHECK(n, "PageIndex::replace of a missing page");
   }
   auto& slot = n->slots[slot_of(index, 0)];
-  INDEX_CHECK(slot.load(std::memory_order_relaxed) == old, "PageIndex::replace of another page");
+  NOREFS_CHECK(slot.load(std::memory_order_relaxed) == old, "PageIndex::replace of another page");
   slot.store(page, std::memory_order_release);  // as in insert()
 }
 
