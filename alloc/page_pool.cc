@@ -73,28 +73,29 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
-// A LIFO of pages linked through Page::free_next.  Not thread-safe: every
-// list lives under a slot lock or belongs to one thread.
+// A LIFO of pages linked through Page::free_next, with its tail so that
+// append() is O(1) (it runs under slot locks).  Not thread-safe: every list
+// lives under a slot lock or belongs to one thread.
 struct PageList {
   Page* head = nullptr;
+  Page* tail = nullptr;
   std::size_t n = 0;
 
   bool empty() const { return n == 0; }
   void push(Page* p) {
     p->free_next = head;
     head = p;
+    if (!tail) tail = p;
     n++;
   }
   PageList take() { return std::exchange(*this, PageList{}); }
 };
 
-// Moves `b` onto `a`.  O(length of b): lists here are batches, walked anyway
-// when they are freed.
+// Moves `b` onto the front of `a`.
 void append(PageList& a, PageList b) {
   if (b.empty()) return;
-  Page* tail = b.head;
-  while (tail->free_next) tail = tail->free_next;
-  tail->free_next = a.head;
+  b.tail->free_next = a.head;
+  if (a.empty()) a.tail = b.tail;
   a.head = b.head;
   a.n += b.n;
 }
