@@ -207,6 +207,15 @@ struct PagePool::Impl {
     return my_slot_slow();
   }
   Slot* my_slot_slow();
+  // This thread's slot if it has one in this pool, without taking one.
+  Slot* find_my_slot() const;
+  // The tcache a thread that only frees what others queued (the driver,
+  // drain(), a callback) should use: its slot's, or none.  Never takes a
+  // slot: every user slot may be held by live, idle threads.
+  int calling_tcache() const {
+    const Slot* s = find_my_slot();
+    return s ? s->tcache : PageArena::kNoTcache;
+  }
   void release_slot(Slot* s);
 
   // Moves pending to inflight.  Context: slot lock held, inflight empty.
@@ -596,7 +605,7 @@ void PagePool::Impl::call_rcu_done(rcu::Head* head) {
   // The debug control waited for nothing, so it publishes nothing.
   if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
   s->lock.unlock();
-  pool->complete(s, ready, pool->my_slot()->tcache);
+  pool->complete(s, ready, pool->calling_tcache());
 
   s->lock.lock();
   bool again = !s->pending.empty();
@@ -632,7 +641,7 @@ void PagePool::Impl::sweep(bool all) {
       append(ready, s->done.take());
     }
     s->lock.unlock();
-    free_waited(s, ready, my_slot()->tcache);
+    free_waited(s, ready, calling_tcache());
   }
   if (want) request_gp(want);
 }
@@ -733,22 +742,23 @@ void PagePool::Impl::expedite_main() {
     // worker): relaxed load+store.
     counter_add(h.expedites, 1);
     counter_add(h.expedited_pages, list.n);
-    complete(s, list, my_slot()->tcache);
+    complete(s, list, calling_tcache());
     // Our grace period may have completed other slots' batches too.
     sweep(false);
   }
 }
 
-void PagePool::Impl::make_way() {
-  Slot* s = nullptr;
-  if (tls_last.pool_id == id) {
-    s = tls_last.slot;
-  } else {
-    for (const Binding& b : tls_bindings.list) {
-      if (b.pool_id == id) s = b.slot;
-    }
-    if (!s) return;  // this thread never used the pool: nothing of ours to yield to
+Slot* PagePool::Impl::find_my_slot() const {
+  if (tls_last.pool_id == id) return tls_last.slot;
+  for (const Binding& b : tls_bindings.list) {
+    if (b.pool_id == id) return b.slot;
   }
+  return nullptr;
+}
+
+void PagePool::Impl::make_way() {
+  Slot* s = find_my_slot();
+  if (!s) return;  // this thread never used the pool: nothing of ours to yield to
   // Relaxed: a hint.  A stale value costs one needless or one missed yield.
   if (s->expedite_queued.load(std::memory_order_relaxed)) {
     sched_yield();

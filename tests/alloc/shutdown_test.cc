@@ -137,6 +137,36 @@ TEST(ShutdownTest, DestroyWhileIdleThreadsHoldEveryUserSlot) {
   NOREFS_EXPECT_IN_CHILD(destroy_while_idle_threads_hold_every_user_slot());
 }
 
+// drain() from a thread that never used the pool, while the only user slot
+// is held by an idle thread: drain() frees the waiting pages without taking
+// a slot of its own (one more user would abort, max_threads = 1).  Both
+// engines.  In a child: the failure mode is an abort.
+void drain_while_idle_threads_hold_every_user_slot(GpEngine engine) {
+  PagePoolConfig cfg;
+  cfg.max_threads = 1;
+  cfg.gp_engine = engine;
+  PagePool pool(cfg);
+  std::latch freed(1), drained(1);
+  std::thread user([&] {
+    for (int i = 0; i < 20; i++) free_rcu(pool, must_alloc(pool));
+    freed.count_down();
+    drained.wait();  // alive, idle, holding the only user slot
+  });
+  freed.wait();
+  pool.drain();
+  Counters c = pool.counters();
+  EXPECT_EQ(c.live(), 0u) << describe(c);
+  EXPECT_EQ(c.waiting, 0u) << describe(c);
+  EXPECT_EQ(c.threads, 1u) << describe(c);
+  drained.count_down();
+  user.join();
+}
+
+TEST(ShutdownTest, DrainFromAnotherThreadWhileIdleThreadsHoldEveryUserSlot) {
+  NOREFS_EXPECT_IN_CHILD(drain_while_idle_threads_hold_every_user_slot(GpEngine::driver));
+  NOREFS_EXPECT_IN_CHILD(drain_while_idle_threads_hold_every_user_slot(GpEngine::call_rcu));
+}
+
 // call_rcu engine: the pool must outlive every callback, including one that
 // is still freeing its batch.  The callback publishes its grace period
 // (gp_completed) before it frees the batch, so destroying the pool the
