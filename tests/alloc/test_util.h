@@ -32,13 +32,7 @@
 #include "alloc/rcu.h"
 #include "alloc/stats_block.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define NOREFS_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NOREFS_TEST_TSAN 1
-#endif
-#endif
+#include "sanitizers.h"
 
 namespace norefs::alloc::test {
 

@@ -40,20 +40,7 @@
 #include "cache/page.h"
 #include "cache/page_index.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define NOREFS_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NOREFS_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define NOREFS_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NOREFS_TEST_TSAN 1
-#endif
-#endif
+#include "sanitizers.h"
 #ifdef NOREFS_TEST_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif

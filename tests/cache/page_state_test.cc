@@ -29,13 +29,7 @@
 
 #include "cache/page.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define NOREFS_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NOREFS_TEST_TSAN 1
-#endif
-#endif
+#include "sanitizers.h"
 
 namespace norefs::cache {
 namespace {
