@@ -14,7 +14,7 @@ namespace norefs {
 }  // namespace norefs
 
 #define NOREFS_DIE(msg) ::norefs::die(__FILE__, __LINE__, (msg))
-#define NOREFS_CHECK(cond, msg)    \
-  do {                             \
-    if (!(cond)) NOREFS_DIE(msg);  \
+#define NOREFS_CHECK(cond, msg)   \
+  do {                            \
+    if (!(cond)) NOREFS_DIE(msg); \
   } while (0)

@@ -15,9 +15,8 @@ void GracePeriods::end(std::uint64_t s) {
   std::uint64_t done = h_.gp_completed.load(std::memory_order_relaxed);
   // Release pairs with the acquire in poll(); relaxed on failure: we only
   // retry or stop, publishing nothing.
-  while (done < s &&
-         !h_.gp_completed.compare_exchange_weak(done, s, std::memory_order_release,
-                                                std::memory_order_relaxed)) {
+  while (done < s && !h_.gp_completed.compare_exchange_weak(done, s, std::memory_order_release,
+                                                            std::memory_order_relaxed)) {
   }
   // Several writers (driver, expedite worker, call_rcu callbacks): an RMW,
   // once per grace period, off the hot path.

@@ -45,9 +45,7 @@ class GracePeriods {
   // The counters live in the stats block so that readers can see them.
   explicit GracePeriods(StatsHeader& h) : h_(h) {}
 
-  std::uint64_t cookie() {
-    return h_.gp_started.fetch_add(0, std::memory_order_release) + 1;
-  }
+  std::uint64_t cookie() { return h_.gp_started.fetch_add(0, std::memory_order_release) + 1; }
   bool poll(std::uint64_t cookie) const {
     // Acquire pairs with the release CAS in synchronize(): the grace period
     // happens before whatever the caller frees next.

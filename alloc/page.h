@@ -51,7 +51,7 @@ struct alignas(64) Page {
   Page* lru_next = nullptr;
 
   // alloc's fields: valid only after the last reference is gone.
-  Page* free_next = nullptr;  // pending/in-flight list link, guarded by the slot lock
+  Page* free_next = nullptr;    // pending/in-flight list link, guarded by the slot lock
   std::uint64_t queued_gp = 0;  // check mode: grace periods started when queued
 
   // See the block comment above for why relaxed is enough.

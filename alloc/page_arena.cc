@@ -12,9 +12,9 @@ namespace norefs::alloc {
 namespace {
 
 // A mallctl that cannot fail unless jemalloc or this code is broken.
-#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                                 \
-  do {                                                                                   \
-    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));                     \
+#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                                   \
+  do {                                                                                      \
+    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));                        \
     NOREFS_CHECK(err_ == 0, std::string("mallctl ") + (name) + ": " + std::strerror(err_)); \
   } while (0)
 

@@ -22,8 +22,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -103,7 +103,8 @@ void append(PageList& a, PageList b) {
 std::uint64_t monotonic_us() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000 + static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000 +
+         static_cast<std::uint64_t>(ts.tv_nsec) / 1000;
 }
 std::uint64_t monotonic_ms() { return monotonic_us() / 1000; }
 
@@ -126,8 +127,8 @@ struct BatchHead {
 
 struct alignas(64) Slot {
   SpinLock lock;
-  PageList pending;                  // guarded by lock
-  PageList inflight;                 // guarded by lock
+  PageList pending;   // guarded by lock
+  PageList inflight;  // guarded by lock
   // Guarded by lock.  Lists whose grace period has completed (an expedite
   // work's, a call_rcu batch's), handed back for the owner to free on its
   // next free() with its own warm tcache.  Counted in ctr->inflight until
@@ -185,7 +186,7 @@ constexpr std::size_t kInternalSlots = 3;
 struct LivePools {
   std::mutex mu;
   std::unordered_map<std::uint64_t, PagePool::Impl*> pools;  // guarded by mu
-  std::uint64_t next_id = 1;                                  // guarded by mu
+  std::uint64_t next_id = 1;                                 // guarded by mu
 };
 LivePools& live_pools() {
   static auto* p = new LivePools;
@@ -266,7 +267,7 @@ struct PagePool::Impl {
   mutable StatsBlock stats;
   GracePeriods gp;
 
-  std::mutex registry_mu;  // guards Slot::owned, slot creation; before any slot lock
+  std::mutex registry_mu;         // guards Slot::owned, slot creation; before any slot lock
   std::unique_ptr<Slot[]> slots;  // max_threads + kInternalSlots
   std::size_t capacity = 0;
   std::atomic<std::size_t> nslots{0};  // slots [0, nslots) are initialized
@@ -312,7 +313,8 @@ PagePool::Impl::Impl(const PagePoolConfig& c)
       gp(stats.header()),
       capacity(c.max_threads + kInternalSlots) {
   if (config.max_threads == 0) NOREFS_DIE("PagePool: max_threads must be at least 1");
-  if (config.expedite && config.expedite_pages == 0) NOREFS_DIE("PagePool: expedite_pages must be at least 1");
+  if (config.expedite && config.expedite_pages == 0)
+    NOREFS_DIE("PagePool: expedite_pages must be at least 1");
   slots = std::make_unique<Slot[]>(capacity);
   for (std::size_t i = 0; i < capacity; i++) {
     slots[i].ctr = &stats.slot(i);

@@ -66,16 +66,16 @@ struct alignas(64) StatsHeader {
   Counter config;  // ConfigBits of the pool, so a reader can label what it sees
   Counter nslots;  // slots handed out so far; readers sum [0, nslots)
 
-  alignas(64) Counter gp_started;    // grace periods begun (GracePeriods)
-  Counter gp_completed;              // highest grace period known complete
-  Counter grace_periods;             // synchronize() calls completed by the pool
-  Counter expedites;                 // expedite works run
-  Counter expedited_pages;           // pages freed by expedite works
-  Counter peak_waiting;              // max of pending+inflight seen at every sweep
-  Counter check_violations;          // check mode: pages freed before their grace period
-  Counter make_way_yields;           // make_way() calls that yielded to the expedite worker
+  alignas(64) Counter gp_started;  // grace periods begun (GracePeriods)
+  Counter gp_completed;            // highest grace period known complete
+  Counter grace_periods;           // synchronize() calls completed by the pool
+  Counter expedites;               // expedite works run
+  Counter expedited_pages;         // pages freed by expedite works
+  Counter peak_waiting;            // max of pending+inflight seen at every sweep
+  Counter check_violations;        // check mode: pages freed before their grace period
+  Counter make_way_yields;         // make_way() calls that yielded to the expedite worker
 
-  alignas(64) Counter arena_active_bytes;    // refreshed at human intervals
+  alignas(64) Counter arena_active_bytes;  // refreshed at human intervals
   Counter arena_resident_bytes;
   Counter arena_stats_age_ms;  // CLOCK_MONOTONIC ms of the last refresh
 };

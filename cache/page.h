@@ -102,7 +102,9 @@ inline void mark_uptodate(Page& p) { p.state.fetch_or(kUptodate, std::memory_ord
 
 // Hints: relaxed, see the block comment.
 inline void set_flags(Page& p, std::uint64_t f) { p.state.fetch_or(f, std::memory_order_relaxed); }
-inline void clear_flags(Page& p, std::uint64_t f) { p.state.fetch_and(~f, std::memory_order_relaxed); }
+inline void clear_flags(Page& p, std::uint64_t f) {
+  p.state.fetch_and(~f, std::memory_order_relaxed);
+}
 // Returns true if this call cleared the readahead mark (only one caller does).
 inline bool test_and_clear_readahead(Page& p) {
   return p.state.fetch_and(~kReadahead, std::memory_order_relaxed) & kReadahead;

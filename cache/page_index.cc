@@ -79,7 +79,8 @@ bool PageIndex::insert(std::uint64_t index, Page* page) {
     n = child;
   }
   auto& slot = n->slots[slot_of(index, 0)];
-  NOREFS_CHECK(slot.load(std::memory_order_relaxed) == nullptr, "PageIndex::insert into an occupied slot");
+  NOREFS_CHECK(slot.load(std::memory_order_relaxed) == nullptr,
+               "PageIndex::insert into an occupied slot");
   // Release: the page's descriptor and state are initialized before readers see it.
   slot.store(page, std::memory_order_release);
   n->count++;
@@ -124,7 +125,8 @@ Page* PageIndex::erase(std::uint64_t index) {
     if (d == 0) {
       root_.store(nullptr, std::memory_order_release);
     } else {
-      path[d - 1]->slots[slot_of(index, path[d - 1]->shift)].store(nullptr, std::memory_order_release);
+      path[d - 1]->slots[slot_of(index, path[d - 1]->shift)].store(nullptr,
+                                                                   std::memory_order_release);
     }
     retire(cur);
     if (d == 0) break;

@@ -54,7 +54,8 @@ int main(int argc, char** argv) {
   unsigned interval_ms = 2;
   app.add_option("stats-file", path, "the pool's stats block")->required();
   app.add_flag("--json", json, "print JSON");
-  app.add_option("--seconds", seconds, "sample pages waiting for this long")->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--seconds", seconds, "sample pages waiting for this long")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--interval-ms", interval_ms, "sampling interval")->check(CLI::Range(1u, 60000u));
   CLI11_PARSE(app, argc, argv);
 
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
     if (seconds > 0) {
       timespec next{}, now{};
       clock_gettime(CLOCK_MONOTONIC, &next);
-      double end = static_cast<double>(next.tv_sec) + static_cast<double>(next.tv_nsec) / 1e9 + seconds;
+      double end =
+          static_cast<double>(next.tv_sec) + static_cast<double>(next.tv_nsec) / 1e9 + seconds;
       std::uint64_t n = 0, sum = 0, peak = 0;
       for (;;) {
         next.tv_nsec += static_cast<long>(interval_ms) * 1000000;
@@ -85,9 +87,11 @@ int main(int argc, char** argv) {
                                 .dump()
                                 .c_str());
       } else {
-        std::printf("samples %lu every %u ms: mean waiting %.1f pages (%.2f MiB), peak %lu pages (%.2f MiB)\n",
-                    static_cast<unsigned long>(n), interval_ms, mean, mean * kPageSize / 1048576.0,
-                    static_cast<unsigned long>(peak), static_cast<double>(peak) * kPageSize / 1048576.0);
+        std::printf(
+            "samples %lu every %u ms: mean waiting %.1f pages (%.2f MiB), peak %lu pages (%.2f "
+            "MiB)\n",
+            static_cast<unsigned long>(n), interval_ms, mean, mean * kPageSize / 1048576.0,
+            static_cast<unsigned long>(peak), static_cast<double>(peak) * kPageSize / 1048576.0);
       }
       return 0;
     }

@@ -29,7 +29,7 @@ struct FillFreeResult {
   std::uint64_t pages = 0;  // pages allocated and freed, all threads
   double seconds = 0;       // measured wall time of the load
   double pages_per_sec = 0;
-  double mean_waiting = 0;  // pages, over samples
+  double mean_waiting = 0;         // pages, over samples
   std::uint64_t peak_waiting = 0;  // pages, max over samples
   std::uint64_t samples = 0;
   std::uint64_t grace_periods = 0, expedites = 0, make_way_yields = 0;

@@ -26,9 +26,9 @@ using norefs::tools::FillFreeResult;
 namespace {
 
 struct Variant {
-  std::string name;      // e.g. "deferred", "deferred-noexp", "immediate"
-  std::string engine;    // driver | call_rcu | - (immediate)
-  std::string tcache;    // private | none
+  std::string name;    // e.g. "deferred", "deferred-noexp", "immediate"
+  std::string engine;  // driver | call_rcu | - (immediate)
+  std::string tcache;  // private | none
   norefs::alloc::PagePoolConfig cfg;
 };
 
@@ -43,7 +43,8 @@ double mib(double pages) { return pages * static_cast<double>(kPageSize) / (1024
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fill_free_bench: pages/s and pages waiting for a grace period, deferred vs immediate"};
+  CLI::App app{
+      "fill_free_bench: pages/s and pages waiting for a grace period, deferred vs immediate"};
   std::vector<unsigned> threads{1, 2, 4};
   double seconds = 1.0;
   unsigned rounds = 3;
@@ -52,18 +53,26 @@ int main(int argc, char** argv) {
   std::string csv_path, json_path;
   unsigned sample_us = 2000;
   unsigned gp_interval_us = norefs::alloc::PagePoolConfig{}.gp_interval_us;
-  app.add_option("-t,--threads", threads, "thread counts")->delimiter(',')->check(CLI::Range(1u, 1024u));
-  app.add_option("-s,--seconds", seconds, "seconds per measurement")->check(CLI::Range(0.05, 600.0));
+  app.add_option("-t,--threads", threads, "thread counts")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("-s,--seconds", seconds, "seconds per measurement")
+      ->check(CLI::Range(0.05, 600.0));
   app.add_option("-r,--rounds", rounds, "rounds (interleaved)")->check(CLI::Range(1u, 100u));
-  app.add_option("--fill-pages", fill_pages, "pages held per fill")->check(CLI::Range(1ul, 1ul << 22));
-  app.add_option("--expedite-pages", expedite_pages, "expedite threshold")->check(CLI::Range(1ul, 1ul << 30));
+  app.add_option("--fill-pages", fill_pages, "pages held per fill")
+      ->check(CLI::Range(1ul, 1ul << 22));
+  app.add_option("--expedite-pages", expedite_pages, "expedite threshold")
+      ->check(CLI::Range(1ul, 1ul << 30));
   app.add_option("--engines", engines, "grace-period engines: driver,call_rcu")
-      ->delimiter(',')->check(CLI::IsMember({"driver", "call_rcu"}));
+      ->delimiter(',')
+      ->check(CLI::IsMember({"driver", "call_rcu"}));
   app.add_option("--tcache", tcaches, "arena tcache modes: private,none")
-      ->delimiter(',')->check(CLI::IsMember({"private", "none"}));
+      ->delimiter(',')
+      ->check(CLI::IsMember({"private", "none"}));
   app.add_option("--gp-interval-us", gp_interval_us, "driver engine: min us between grace periods")
       ->check(CLI::Range(0u, 1000000u));
-  app.add_option("--sample-us", sample_us, "sampling interval (us)")->check(CLI::Range(100u, 1000000u));
+  app.add_option("--sample-us", sample_us, "sampling interval (us)")
+      ->check(CLI::Range(100u, 1000000u));
   app.add_option("--csv", csv_path, "also write rows as CSV to this file");
   app.add_option("--json", json_path, "also write rows as JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -91,9 +100,11 @@ int main(int argc, char** argv) {
 
   std::printf("fill_free_bench: threads=");
   for (size_t i = 0; i < threads.size(); i++) std::printf("%s%u", i ? "," : "", threads[i]);
-  std::printf(" seconds=%.2f rounds=%u fill_pages=%zu (%.1f MiB) expedite_pages=%zu gp_interval=%u us sample=%u us cpus=%ld\n",
-              seconds, rounds, fill_pages, mib(static_cast<double>(fill_pages)), expedite_pages,
-              gp_interval_us, sample_us, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      " seconds=%.2f rounds=%u fill_pages=%zu (%.1f MiB) expedite_pages=%zu gp_interval=%u us "
+      "sample=%u us cpus=%ld\n",
+      seconds, rounds, fill_pages, mib(static_cast<double>(fill_pages)), expedite_pages,
+      gp_interval_us, sample_us, sysconf(_SC_NPROCESSORS_ONLN));
 
   // results[(variant index, threads)] = one result per round
   std::map<std::pair<size_t, unsigned>, std::vector<FillFreeResult>> results;
@@ -107,7 +118,8 @@ int main(int argc, char** argv) {
         p.fill_pages = fill_pages;
         p.seconds = seconds;
         p.sample_us = sample_us;
-        std::string path = "/dev/shm/norefs-fill-free-" + std::to_string(getpid()) + "-" + std::to_string(run++);
+        std::string path =
+            "/dev/shm/norefs-fill-free-" + std::to_string(getpid()) + "-" + std::to_string(run++);
         results[{v, n}].push_back(norefs::tools::run_fill_free(p, path));
       }
     }
@@ -140,10 +152,11 @@ int main(int argc, char** argv) {
       double rmax = *std::max_element(rate.begin(), rate.end());
       if (var.name == "immediate") imm_rate[{var.tcache, n}] = prate;
       double vs = prate / imm_rate[{var.tcache, n}];
-      std::printf("%-3u %-15s %-8s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n",
-                  n, var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs,
-                  mib(mwait), mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
-                  static_cast<double>(exps) / secs);
+      std::printf(
+          "%-3u %-15s %-8s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n", n,
+          var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs,
+          mib(mwait), mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
+          static_cast<double>(exps) / secs);
       if (fails) std::printf("    (%lu allocation failures)\n", static_cast<unsigned long>(fails));
       rows.push_back({{"threads", n},
                       {"variant", var.name},
@@ -173,10 +186,12 @@ int main(int argc, char** argv) {
   };
   const auto *imm = find("immediate"), *def = find("deferred"), *noexp = find("deferred-noexp");
   if (imm && def && noexp) {
-    double rate_ratio = (*def)["pages_per_sec"].get<double>() / (*imm)["pages_per_sec"].get<double>();
+    double rate_ratio =
+        (*def)["pages_per_sec"].get<double>() / (*imm)["pages_per_sec"].get<double>();
     double d_wait = (*def)["mean_waiting_pages"].get<double>();
     double wait_ratio = (*noexp)["mean_waiting_pages"].get<double>() / std::max(d_wait, 1e-9);
-    std::printf("\ntargets at N=%u (%s engine, %s tcache):\n", n_target, engines[0].c_str(), tcaches[0].c_str());
+    std::printf("\ntargets at N=%u (%s engine, %s tcache):\n", n_target, engines[0].c_str(),
+                tcaches[0].c_str());
     std::printf("  deferred pages/s / immediate pages/s = %.3f (target >= 0.90: %s)\n", rate_ratio,
                 rate_ratio >= 0.9 ? "met" : "NOT met");
     std::printf("  mean waiting without expedite / with = %.1fx (target >= 20x: %s)\n", wait_ratio,
@@ -192,9 +207,10 @@ int main(int argc, char** argv) {
       f << row["threads"] << ',' << row["variant"].get<std::string>() << ','
         << row["engine"].get<std::string>() << ',' << row["tcache"].get<std::string>() << ','
         << row["pages_per_sec"] << ',' << row["pages_per_sec_min"] << ','
-        << row["pages_per_sec_max"] << ',' << row["ratio_to_immediate"] << ',' << row["mean_waiting_pages"]
-        << ',' << row["peak_waiting_pages"] << ',' << row["grace_periods_per_sec"] << ','
-        << row["expedites_per_sec"] << ',' << row["rounds"] << '\n';
+        << row["pages_per_sec_max"] << ',' << row["ratio_to_immediate"] << ','
+        << row["mean_waiting_pages"] << ',' << row["peak_waiting_pages"] << ','
+        << row["grace_periods_per_sec"] << ',' << row["expedites_per_sec"] << ',' << row["rounds"]
+        << '\n';
     }
     if (!f) {
       std::fprintf(stderr, "fill_free_bench: cannot write %s\n", csv_path.c_str());

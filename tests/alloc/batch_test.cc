@@ -28,8 +28,8 @@ struct BatchCase {
   GpEngine engine;
   bool skip_gp;
   int threads;
-  int pages_a;      // per thread, phase A
-  int rounds_b;     // per thread, phase B
+  int pages_a;   // per thread, phase A
+  int rounds_b;  // per thread, phase B
   int pages_per_round_b;
 };
 

@@ -43,7 +43,7 @@ struct CanaryOutcome {
   Counters inside;           // just before the reader looked
   std::uint64_t max_freed_after_gp_inside = 0;
   int extra_deferred = 0, extra_immediate = 0;
-  Counters after;            // after read_unlock() and drain()
+  Counters after;  // after read_unlock() and drain()
 };
 
 class CanaryTest : public ::testing::TestWithParam<CanaryCase> {};
@@ -137,7 +137,7 @@ CanaryOutcome run_canary(const CanaryCase& cc) {
 // engine, so TSan may rightly report it.  The defer=false control poisons
 // inside free(), before the hand-off to the reader, and runs everywhere.
 #ifdef NOREFS_TEST_TSAN
-#define SKIP_RACY_CONTROL_UNDER_TSAN(cc)                                                  \
+#define SKIP_RACY_CONTROL_UNDER_TSAN(cc) \
   if ((cc).skip_gp) GTEST_SKIP() << "racy by construction under TSan; runs in the other builds"
 #else
 #define SKIP_RACY_CONTROL_UNDER_TSAN(cc) (void)(cc)
@@ -148,8 +148,8 @@ TEST_P(CanaryTest, PageOutlivesReadSection) {
   SKIP_RACY_CONTROL_UNDER_TSAN(cc);
   CanaryOutcome o = run_canary(cc);
   if (cc.safe) {
-    EXPECT_EQ(o.intact, kPageSize) << "the reader saw " << o.poisoned
-                                   << " poisoned bytes while inside its read-side section";
+    EXPECT_EQ(o.intact, kPageSize)
+        << "the reader saw " << o.poisoned << " poisoned bytes while inside its read-side section";
     EXPECT_EQ(o.poisoned, 0u);
     EXPECT_EQ(o.max_freed_after_gp_inside, o.base.freed_after_gp)
         << "a deferred page reached the arena while a reader that began before it was freed "
@@ -176,19 +176,18 @@ TEST_P(CanaryTest, PageOutlivesReadSection) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engines, CanaryTest,
-    ::testing::Values(CanaryCase{.name = "driver"},
-                      CanaryCase{.name = "driver_tcache_none", .tcache = TcacheMode::none},
-                      CanaryCase{.name = "driver_expedite", .expedite_pages = 4},
-                      CanaryCase{.name = "call_rcu", .engine = GpEngine::call_rcu},
-                      CanaryCase{.name = "call_rcu_expedite",
-                                 .engine = GpEngine::call_rcu,
-                                 .expedite_pages = 4},
-                      CanaryCase{.name = "control_defer_off", .defer = false, .safe = false},
-                      CanaryCase{.name = "control_skip_gp_driver", .skip_gp = true, .safe = false},
-                      CanaryCase{.name = "control_skip_gp_call_rcu",
-                                 .engine = GpEngine::call_rcu,
-                                 .skip_gp = true,
-                                 .safe = false}),
+    ::testing::Values(
+        CanaryCase{.name = "driver"},
+        CanaryCase{.name = "driver_tcache_none", .tcache = TcacheMode::none},
+        CanaryCase{.name = "driver_expedite", .expedite_pages = 4},
+        CanaryCase{.name = "call_rcu", .engine = GpEngine::call_rcu},
+        CanaryCase{.name = "call_rcu_expedite", .engine = GpEngine::call_rcu, .expedite_pages = 4},
+        CanaryCase{.name = "control_defer_off", .defer = false, .safe = false},
+        CanaryCase{.name = "control_skip_gp_driver", .skip_gp = true, .safe = false},
+        CanaryCase{.name = "control_skip_gp_call_rcu",
+                   .engine = GpEngine::call_rcu,
+                   .skip_gp = true,
+                   .safe = false}),
     [](const auto& tp) { return std::string(tp.param.name); });
 
 // A reader thread for one canary page: enters a read-side section, finds the
@@ -291,7 +290,12 @@ TEST_P(ExpediteCanaryTest, ExpediteGracePeriodFreesOnlyWhatItCovers) {
         return pool.counters().gp_completed > base.gp_completed;
       },
       ec.skip_gp ? 0ms : 2000ms);  // the controls number no grace periods
-  wait_until([&] { churn(); return false; }, ec.skip_gp ? 300ms : 150ms);
+  wait_until(
+      [&] {
+        churn();
+        return false;
+      },
+      ec.skip_gp ? 300ms : 150ms);
   Counters inside = pool.counters();
   reader->check_and_leave();
   if (!ec.skip_gp) {

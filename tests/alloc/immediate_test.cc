@@ -156,14 +156,14 @@ TEST_P(ImmediateTest, FreeInsideReadSectionNeverWaits) {
   EXPECT_EQ(c.live(), 0u) << describe(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Engines, ImmediateTest,
-    ::testing::Values(ImmediateCase{GpEngine::driver, TcacheMode::private_},
-                      ImmediateCase{GpEngine::driver, TcacheMode::none},
-                      ImmediateCase{GpEngine::call_rcu, TcacheMode::private_}),
-    [](const auto& tp) {
-      return std::string(engine_name(tp.param.engine)) + "_" + tcache_name(tp.param.tcache);
-    });
+INSTANTIATE_TEST_SUITE_P(Engines, ImmediateTest,
+                         ::testing::Values(ImmediateCase{GpEngine::driver, TcacheMode::private_},
+                                           ImmediateCase{GpEngine::driver, TcacheMode::none},
+                                           ImmediateCase{GpEngine::call_rcu, TcacheMode::private_}),
+                         [](const auto& tp) {
+                           return std::string(engine_name(tp.param.engine)) + "_" +
+                                  tcache_name(tp.param.tcache);
+                         });
 
 }  // namespace
 }  // namespace norefs::alloc::test

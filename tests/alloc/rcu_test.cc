@@ -40,7 +40,7 @@ TEST(RcuTest, InReadSectionFollowsNesting) {
     }
     EXPECT_FALSE(rcu::in_read_section());
   };
-  check();               // this thread
+  check();                    // this thread
   std::thread(check).join();  // a fresh thread: no register_thread() call anywhere
 }
 

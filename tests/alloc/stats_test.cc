@@ -6,8 +6,8 @@
 // the pool goes, exclusive (O_EXCL), and StatsReader refuses what is not a
 // stats block.
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <cstddef>
 #include <fstream>
 #include <map>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -158,7 +158,7 @@ TEST(StatsTest, ReaderInAnotherProcessSeesLiveCounters) {
   ASSERT_TRUE(child.started());
   ASSERT_EQ(child.line(), "ready");
   Counters at_start = pool.counters();
-  workload(pool, 30);  // after the child mapped the file
+  workload(pool, 30);             // after the child mapped the file
   Page* held = must_alloc(pool);  // and one page live while it reads
   Counters expect = pool.counters();
   child.go();
@@ -328,8 +328,8 @@ TEST(StatsTest, ArenaStatisticsArePublished) {
     std::memset(pages.back()->data, 1, kPageSize);
   }
   // The driver refreshes them every 10 ms; the bound only stops a broken one.
-  bool seen = wait_until(
-      [&] { return reader.sum().arena_active_bytes >= 128 * kPageSize; }, 20000ms);
+  bool seen =
+      wait_until([&] { return reader.sum().arena_active_bytes >= 128 * kPageSize; }, 20000ms);
   Counters c = reader.sum();
   EXPECT_TRUE(seen) << describe(c) << " arena_active_bytes=" << c.arena_active_bytes;
   EXPECT_GT(c.arena_resident_bytes, 0u);

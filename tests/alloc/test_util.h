@@ -44,11 +44,11 @@ inline std::string describe(const Counters& c) {
      << " peak_waiting=" << c.peak_waiting << " allocated=" << c.allocated
      << " deferred=" << c.deferred << " immediate=" << c.immediate
      << " not_deferred=" << c.not_deferred << " freed_after_gp=" << c.freed_after_gp
-     << " live=" << c.live() << " grace_periods=" << c.grace_periods
-     << " expedites=" << c.expedites << " expedited_pages=" << c.expedited_pages
-     << " gp_started=" << c.gp_started << " gp_completed=" << c.gp_completed
-     << " check_violations=" << c.check_violations << " make_way_yields=" << c.make_way_yields
-     << " threads=" << c.threads << " slots=" << c.slots << " config=" << c.config << "}";
+     << " live=" << c.live() << " grace_periods=" << c.grace_periods << " expedites=" << c.expedites
+     << " expedited_pages=" << c.expedited_pages << " gp_started=" << c.gp_started
+     << " gp_completed=" << c.gp_completed << " check_violations=" << c.check_violations
+     << " make_way_yields=" << c.make_way_yields << " threads=" << c.threads << " slots=" << c.slots
+     << " config=" << c.config << "}";
   return os.str();
 }
 
@@ -157,11 +157,11 @@ template <class F>
 // style) and expects it to finish without a failure.  For properties whose
 // failure mode is an abort inside the pool, so that the abort fails this test
 // only and not the rest of the binary.
-#define NOREFS_EXPECT_IN_CHILD(body)                                                     \
-  do {                                                                                   \
-    GTEST_FLAG_SET(death_test_style, "threadsafe");                                      \
-    EXPECT_EXIT(::norefs::alloc::test::run_as_child([&] { body; }),                      \
-                ::testing::ExitedWithCode(0), "");                                       \
+#define NOREFS_EXPECT_IN_CHILD(body)                                                              \
+  do {                                                                                            \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                               \
+    EXPECT_EXIT(::norefs::alloc::test::run_as_child([&] { body; }), ::testing::ExitedWithCode(0), \
+                "");                                                                              \
   } while (0)
 
 inline const char* engine_name(GpEngine e) { return e == GpEngine::driver ? "driver" : "call_rcu"; }

@@ -56,8 +56,8 @@ TEST_P(ThreadExitTest, ExitedThreadsListsAreDrained) {
   EXPECT_EQ(after_exit.threads, threads_before) << describe(after_exit);
   EXPECT_EQ(after_exit.deferred, total) << describe(after_exit);
   EXPECT_EQ(after_exit.freed_after_gp, 0u) << describe(after_exit);
-  EXPECT_EQ(after_exit.live(), total) << "pages lost when their thread exited: "
-                                      << describe(after_exit);
+  EXPECT_EQ(after_exit.live(), total)
+      << "pages lost when their thread exited: " << describe(after_exit);
 
   pool.drain();
   Counters c = pool.counters();
@@ -83,8 +83,7 @@ TEST_P(ThreadExitTest, ExitedThreadsListsAreFreedWithoutDrain) {
   }
   bool freed = wait_until([&] { return pool.counters().live() == 0; }, 20000ms);
   Counters c = pool.counters();
-  EXPECT_TRUE(freed) << "lists of exited threads were not freed without drain(): "
-                     << describe(c);
+  EXPECT_TRUE(freed) << "lists of exited threads were not freed without drain(): " << describe(c);
   EXPECT_EQ(c.freed_after_gp, 3u * n) << describe(c);
   pool.drain();
 }
@@ -164,8 +163,7 @@ void own_threads_do_not_take_user_slots(PagePoolConfig cfg) {
   bool all_freed = wait_until([&] { return pool.counters().live() == 0; }, 20000ms);
   Counters c = pool.counters();
   EXPECT_TRUE(all_freed) << describe(c);
-  EXPECT_EQ(c.threads, 2u) << "live slot owners should be the two user threads: "
-                           << describe(c);
+  EXPECT_EQ(c.threads, 2u) << "live slot owners should be the two user threads: " << describe(c);
   done.count_down();
   for (auto& t : users) t.join();
 }

@@ -714,9 +714,7 @@ TEST(PageIndexTest, DestructorFreesRemainingNodes) {
 std::uint64_t pattern_of(std::uint64_t key) {
   return (key * 0x9e3779b97f4a7c15ULL) ^ 0xa5a5a5a5a5a5a5a5ULL;
 }
-std::uint32_t gen_of(std::uint64_t key) {
-  return static_cast<std::uint32_t>(key * 7 + 1);
-}
+std::uint32_t gen_of(std::uint64_t key) { return static_cast<std::uint32_t>(key * 7 + 1); }
 
 constexpr std::size_t kPatternBytes = 64;
 

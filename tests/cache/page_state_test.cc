@@ -39,13 +39,9 @@ using namespace pg;
 constexpr std::uint64_t kAllFlags = kUptodate | kReadahead | kReferenced | kActive | kDropBehind;
 constexpr std::uint32_t kMaxGen = (std::uint32_t{1} << 23) - 1;
 
-std::uint64_t gen_bits(std::uint32_t gen) {
-  return std::uint64_t{gen} << kGenShift;
-}
+std::uint64_t gen_bits(std::uint32_t gen) { return std::uint64_t{gen} << kGenShift; }
 
-const char* mode_name(RefMode m) {
-  return m == RefMode::Cas ? "Cas" : "FetchAdd";
-}
+const char* mode_name(RefMode m) { return m == RefMode::Cas ? "Cas" : "FetchAdd"; }
 std::string mode_param_name(const ::testing::TestParamInfo<RefMode>& param) {
   return mode_name(param.param);
 }
