@@ -4,7 +4,6 @@
 // alloc/stats_block.h) from another process: once as a table or JSON, or
 // sampling pages waiting every --interval-ms for --seconds and reporting mean
 // and peak.  It maps the block read-only and takes no lock the pool takes.
-#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -13,6 +12,7 @@
 
 #include "alloc/page.h"
 #include "alloc/stats_block.h"
+#include "tools/sample_waiting.h"
 
 using norefs::alloc::Counters;
 using norefs::alloc::kPageSize;
@@ -62,23 +62,10 @@ int main(int argc, char** argv) {
   try {
     norefs::alloc::StatsReader reader(path);
     if (seconds > 0) {
-      timespec next{}, now{};
-      clock_gettime(CLOCK_MONOTONIC, &next);
-      double end =
-          static_cast<double>(next.tv_sec) + static_cast<double>(next.tv_nsec) / 1e9 + seconds;
-      std::uint64_t n = 0, sum = 0, peak = 0;
-      for (;;) {
-        next.tv_nsec += static_cast<long>(interval_ms) * 1000000;
-        while (next.tv_nsec >= 1000000000) next.tv_nsec -= 1000000000, next.tv_sec++;
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
-        std::uint64_t w = reader.waiting();
-        sum += w;
-        peak = w > peak ? w : peak;
-        n++;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9 >= end) break;
-      }
-      double mean = static_cast<double>(sum) / static_cast<double>(n);
+      norefs::tools::WaitingSamples w =
+          norefs::tools::sample_waiting(reader, interval_ms * 1000, seconds);
+      std::uint64_t n = w.samples, peak = w.peak;
+      double mean = w.mean();
       if (json) {
         std::printf("%s\n", nlohmann::json{{"samples", n},
                                            {"interval_ms", interval_ms},

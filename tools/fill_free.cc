@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "tools/fill_free.h"
 
-#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,20 +8,9 @@
 #include <vector>
 
 #include "alloc/stats_block.h"
+#include "tools/sample_waiting.h"
 
 namespace norefs::tools {
-namespace {
-
-void sleep_until(timespec& next, unsigned step_us) {
-  next.tv_nsec += static_cast<long>(step_us) * 1000;
-  while (next.tv_nsec >= 1000000000) {
-    next.tv_nsec -= 1000000000;
-    next.tv_sec++;
-  }
-  clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
-}
-
-}  // namespace
 
 FillFreeResult run_fill_free(const FillFreeParams& p, const std::string& stats_path) {
   alloc::PagePoolConfig cfg = p.pool;
@@ -62,19 +50,9 @@ FillFreeResult run_fill_free(const FillFreeParams& p, const std::string& stats_p
     });
   }
 
-  std::uint64_t sum = 0;
   auto start = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
-  timespec next{};
-  clock_gettime(CLOCK_MONOTONIC, &next);
-  auto end = start + std::chrono::duration<double>(p.seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    sleep_until(next, p.sample_us);
-    std::uint64_t w = reader.waiting();
-    sum += w;
-    r.samples++;
-    if (w > r.peak_waiting) r.peak_waiting = w;
-  }
+  WaitingSamples waited = sample_waiting(reader, p.sample_us, p.seconds);
   done.store(true, std::memory_order_relaxed);
   for (auto& w : workers) w.join();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -83,7 +61,9 @@ FillFreeResult run_fill_free(const FillFreeParams& p, const std::string& stats_p
     r.alloc_failures += failures[t];
   }
   r.pages_per_sec = static_cast<double>(r.pages) / r.seconds;
-  r.mean_waiting = r.samples ? static_cast<double>(sum) / static_cast<double>(r.samples) : 0;
+  r.samples = waited.samples;
+  r.mean_waiting = waited.mean();
+  r.peak_waiting = waited.peak;
   alloc::Counters c = reader.sum();
   r.grace_periods = c.grace_periods;
   r.expedites = c.expedites;

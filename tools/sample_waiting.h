@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// tools/sample_waiting.h — samples a pool's pages waiting for a grace period
+// at a fixed period (absolute CLOCK_MONOTONIC deadlines, so a slow sample
+// does not drift the rest) from its published counters, as another process
+// would.  Used by fill_free_bench and norefs_alloc_stat.
+#pragma once
+
+#include <cstdint>
+
+#include "alloc/stats_block.h"
+
+namespace norefs::tools {
+
+struct WaitingSamples {
+  std::uint64_t samples = 0;
+  std::uint64_t sum = 0;   // pages, summed over samples
+  std::uint64_t peak = 0;  // pages
+  double mean() const {
+    return samples ? static_cast<double>(sum) / static_cast<double>(samples) : 0;
+  }
+};
+
+// Samples every `interval_us` for `seconds` (at least one sample).
+WaitingSamples sample_waiting(const alloc::StatsReader& reader, unsigned interval_us,
+                              double seconds);
+
+}  // namespace norefs::tools
