@@ -32,6 +32,8 @@
 #include <memory>
 #include <string>
 
+#include "alloc/shared_mapping.h"
+
 namespace norefs::alloc {
 
 inline constexpr std::uint64_t kStatsMagic = 0x6e6f726566737374ULL;  // "norefsst"
@@ -117,13 +119,12 @@ class StatsBlock {
   const StatsHeader& header() const { return *header_; }
   SlotCounters& slot(std::size_t i) { return slots_[i]; }
   std::size_t max_slots() const { return max_slots_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return map_.path(); }
   Counters sum() const;
 
  private:
-  std::string path_;
+  SharedMapping map_;
   std::size_t max_slots_;
-  std::size_t bytes_;
   StatsHeader* header_;
   SlotCounters* slots_;
 };
@@ -142,7 +143,7 @@ class StatsReader {
   std::uint64_t waiting() const;
 
  private:
-  std::size_t bytes_;
+  SharedMapping map_;
   const StatsHeader* header_;
   const SlotCounters* slots_;
 };

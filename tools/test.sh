@@ -16,11 +16,11 @@ run() {  # run NAME [cmake args...]
   echo "== $name: test"
   (cd "$root/build/$name" && ctest --output-on-failure --timeout 300) || status=1
 }
-run release
+run release -DNOREFS_SYNC_POINTS=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  run asan -DNOREFS_ASAN=ON
+  run asan -DNOREFS_ASAN=ON -DNOREFS_SYNC_POINTS=ON
 # TSan cannot see liburcu's membarrier ordering: alloc/rcu.h annotates it;
 # tests/tsan.supp explains the one suppression (liburcu's own internals).
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  run tsan -DNOREFS_TSAN=ON
+  run tsan -DNOREFS_TSAN=ON -DNOREFS_SYNC_POINTS=ON
 exit $status

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// cache/cache_stats.h — the page cache's counters, per thread, readable live
+// by another process.
+//
+// Same scheme as alloc/stats_block.h: one shared mapping (anonymous, or a
+// 0600 file), a header and one slot per thread.  Each slot has one writer,
+// the thread it belongs to, which updates its counters with a relaxed load +
+// relaxed store (no RMW, no line shared with another thread): the fast path
+// writes no shared memory.  Readers map the file read-only and sum the slots.
+// Relaxed is enough: the numbers carry no pointers, and a reader wants each
+// number, not an order between them.  A sum is exact after quiescence and
+// may lag by what moves while it is being read.
+//
+// Slots are bounded by the peak number of live threads: a thread's slot goes
+// back to a free list when the thread exits (its counts stay in it), and the
+// next thread to read takes it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace norefs::alloc {
+class SharedMapping;
+}
+
+namespace norefs::cache {
+
+// Why the fast path stopped and handed the read to the reference path
+// (cache/read_loop.h).  Every stop is counted by reason.
+enum class Stop : std::uint8_t {
+  missing,      // no page at the index
+  not_uptodate, // the page is being filled
+  readahead,    // the page carries the readahead mark: the next window starts
+  drop_behind,  // the page is drop-behind: the reference path ends it
+  past_eof,     // the read goes past i_size
+  accessed,     // marking the page accessed would change its flags
+  interrupted,  // the request was interrupted
+  batch,        // the batch limit of pages per read-side section
+  changed,      // stackcopy only: the re-check after the copy failed
+  kCount,
+};
+inline constexpr std::size_t kStops = static_cast<std::size_t>(Stop::kCount);
+std::string_view stop_name(Stop s);
+
+// Per-thread counters.  `fast_pages` and `slow_hits` are both hits: no hit
+// is invisible (the series' known problem 8).
+enum class Ctr : std::uint8_t {
+  reads,            // read calls
+  bytes,            // bytes returned
+  fast_pages,       // page visits served by the fast path (hits)
+  fast_reads,       // read calls served entirely by the fast path
+  slow_hits,        // page visits the reference path found cached (hits)
+  misses,           // page visits that found no page (or a dead one) and filled
+  waits,            // page visits that waited for a fill in progress
+  sync_readahead,   // windows read synchronously on a miss
+  async_readahead,  // windows started by the readahead mark
+  readahead_pages,  // pages read from the backing file into the cache
+  uncached_reads,   // page visits served from the backing file without caching
+  zero_copy_reads,  // read_iov calls answered straight from pages
+  evicted,          // pages evicted under the memory limit
+  evict_skipped,    // eviction candidates skipped (held by a reference reader)
+  limit_drains,     // times the limit waited for a grace period (drain)
+  io_errors,        // failed reads of the backing file
+  written_pages,    // pages replaced by write()
+  removed_pages,    // pages removed by truncate/punch/invalidate
+  stop0,            // stop0 + Stop: fast-path stops by reason
+  kCount = stop0 + kStops,
+};
+inline constexpr std::size_t kCounters = static_cast<std::size_t>(Ctr::kCount);
+std::string_view counter_name(std::size_t i);
+inline Ctr stop_counter(Stop s) {
+  return static_cast<Ctr>(static_cast<std::size_t>(Ctr::stop0) + static_cast<std::size_t>(s));
+}
+
+using Counter = std::atomic<std::uint64_t>;
+
+struct alignas(64) CacheSlot {
+  Counter v[kCounters];
+};
+
+inline constexpr std::uint64_t kCacheStatsMagic = 0x6e6f726566736373ULL;  // "norefscs"
+inline constexpr std::uint64_t kCacheStatsVersion = 1;
+
+struct alignas(64) CacheStatsHeader {
+  Counter magic;
+  Counter version;
+  Counter ncounters;     // kCounters of the writer: readers refuse a mismatch
+  Counter max_slots;
+  Counter slots_offset;
+  Counter nslots;        // slots handed out; readers sum [0, nslots)
+  Counter pid;
+  Counter read_path;     // ReadPath of the cache
+  Counter pages_cached;  // pages in every index; written under the LRU lock
+  Counter active_pages;  // of which on the active list
+  Counter limit_pages;   // the memory bound (cached + waiting), 0 = none
+  Counter batch;         // fast-path batch limit
+};
+
+// A sum: what a user wants to see.
+struct CacheCounters {
+  std::array<std::uint64_t, kCounters> v{};
+  std::uint64_t pages_cached = 0, active_pages = 0, limit_pages = 0, batch = 0;
+  std::uint64_t read_path = 0, slots = 0;
+  std::uint64_t operator[](Ctr c) const { return v[static_cast<std::size_t>(c)]; }
+  std::uint64_t stops(Stop s) const { return (*this)[stop_counter(s)]; }
+  std::uint64_t hits() const { return (*this)[Ctr::fast_pages] + (*this)[Ctr::slow_hits]; }
+};
+
+// The writable block and its slot registry, owned by a PageCache.
+class CacheStats {
+ public:
+  // Anonymous shared mapping when `path` is empty; else creates `path` (0600,
+  // O_EXCL; unlinked by close()).  Throws std::system_error.
+  CacheStats(const std::string& path, std::size_t max_slots);
+  ~CacheStats();
+  CacheStats(const CacheStats&) = delete;
+  CacheStats& operator=(const CacheStats&) = delete;
+
+  CacheStatsHeader& header() { return *header_; }
+  CacheCounters sum() const;
+  const std::string& path() const { return path_; }
+
+  // This thread's slot.  First call per thread: takes a free slot (aborts
+  // with a message past max_slots).
+  CacheSlot& slot();
+
+  struct Registry;
+
+ private:
+  std::unique_ptr<alloc::SharedMapping> map_;
+  std::string path_;
+  std::size_t bytes_;
+  CacheStatsHeader* header_;
+  CacheSlot* slots_;
+  std::shared_ptr<Registry> registry_;
+  std::uint64_t id_;
+};
+
+// Relaxed single-writer update: see the block comment.
+inline void bump(CacheSlot& s, Ctr c, std::uint64_t n = 1) {
+  Counter& x = s.v[static_cast<std::size_t>(c)];
+  x.store(x.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+// Read-only view of a block, in this process or another.
+class CacheStatsReader {
+ public:
+  // Throws std::system_error (open/mmap) or std::runtime_error (not a norefs
+  // cache stats block, or another version or layout).
+  explicit CacheStatsReader(const std::string& path);
+  ~CacheStatsReader();
+  CacheStatsReader(const CacheStatsReader&) = delete;
+  CacheStatsReader& operator=(const CacheStatsReader&) = delete;
+  CacheCounters sum() const;
+
+ private:
+  std::unique_ptr<alloc::SharedMapping> map_;
+  const CacheStatsHeader* header_;
+};
+
+CacheCounters sum_cache_counters(const CacheStatsHeader& h);
+
+}  // namespace norefs::cache

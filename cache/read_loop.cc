@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// cache/read_loop.cc — the read loop, shaped like filemap_read(): the
+// no-reference fast path copies as far as it can, at most `batch` pages per
+// read-side section; on any reason to stop, the reference path continues
+// from exactly there.  The protocol and why it is safe: page_cache.h.
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "alloc/rcu.h"
+#include "cache/page_cache.h"
+#include "cache/sync_point.h"
+
+namespace norefs::cache {
+
+namespace rcu = alloc::rcu;
+
+struct PageCache::FastResult {
+  std::size_t n = 0;     // bytes copied
+  bool complete = false; // the request is done (all bytes, or EOF)
+  Stop stop = Stop::kCount;
+};
+
+namespace {
+
+// Sinks of the fast path.  Both are used inside the read-side section.
+struct BufferSink {
+  std::byte* dst;
+  void put(const std::byte* src, std::size_t n) {
+    std::memcpy(dst, src, n);
+    dst += n;
+  }
+};
+
+struct IovSink {
+  iovec* iov;
+  int cnt = 0;
+  void put(const std::byte* src, std::size_t n) {
+    iov[cnt++] = {const_cast<std::byte*>(src), n};
+  }
+};
+
+bool interrupted(const ReadOptions& opt) {
+  // Relaxed: a hint polled per page; whoever sets it publishes nothing else.
+  return opt.interrupted && opt.interrupted->load(std::memory_order_relaxed);
+}
+
+// Why the fast path may not take this page, by the flags of one acquire
+// load; kCount if it may.
+Stop page_stop(std::uint64_t s) {
+  if (!(s & pg::kUptodate)) return Stop::not_uptodate;
+  if (s & pg::kReadahead) return Stop::readahead;
+  if (s & pg::kDropBehind) return Stop::drop_behind;
+  if (!pg::mark_accessed_is_noop(s)) return Stop::accessed;
+  return Stop::kCount;
+}
+
+}  // namespace
+
+std::string_view read_path_name(ReadPath p) {
+  switch (p) {
+    case ReadPath::noref: return "noref";
+    case ReadPath::ref: return "ref";
+    case ReadPath::ref_fetchadd: return "ref-fetchadd";
+    case ReadPath::stackcopy: return "stackcopy";
+  }
+  return "?";
+}
+
+std::optional<ReadPath> parse_read_path(std::string_view s) {
+  for (auto p : {ReadPath::noref, ReadPath::ref, ReadPath::ref_fetchadd, ReadPath::stackcopy}) {
+    if (s == read_path_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+// The noref fast path.  Context: rcu::read_lock() held by the caller.
+// Writes nothing shared: `st` is this thread's slot.
+template <class Sink>
+PageCache::FastResult PageCache::fast_locked(FileHandle& h, std::uint64_t pos, std::size_t len,
+                                             Sink& sink, const ReadOptions& opt, CacheSlot& st) {
+  CachedFile& f = h.file();
+  FastResult r;
+  const std::uint64_t isize0 = f.size();
+  unsigned pages = 0;
+  for (;;) {
+    if (r.n == len || pos >= isize0) {
+      r.complete = true;
+      break;
+    }
+    if (interrupted(opt)) {
+      r.stop = Stop::interrupted;
+      break;
+    }
+    if (pages == config_.batch) {
+      r.stop = Stop::batch;
+      break;
+    }
+    Page* p = f.index_.lookup(pos >> kPageShift);
+    if (!p) {
+      r.stop = Stop::missing;
+      break;
+    }
+    r.stop = page_stop(pg::load(*p));
+    if (r.stop != Stop::kCount) break;
+    // Read again after the uptodate test (filemap_read()): a truncate that
+    // happened meanwhile must not expose bytes past its end.
+    std::uint64_t end = std::min(isize0, f.size());
+    if (pos >= end) {
+      r.stop = Stop::past_eof;
+      break;
+    }
+    std::size_t off = pos & (kPageSize - 1);
+    std::size_t n = std::min({len - r.n, kPageSize - off, static_cast<std::size_t>(end - pos)});
+    sync_point::hit("read:fast:before_copy");
+    sink.put(p->data + off, n);
+    r.n += n;
+    pos += n;
+    pages++;
+  }
+  bump(st, Ctr::fast_pages, pages);
+  return r;
+}
+
+// Linus' 2024 stack copy: no reference, no deferral needed for the bytes it
+// returns, but a re-check after the copy (same page at the index, same
+// generation, still uptodate) and a retry through the reference path if it
+// fails.  Only for reads inside one page of at most stackcopy_max bytes.
+//
+// The copy may read a page that is being freed and reused: with deferral off
+// that is a read of memory another thread may be writing, which the re-check
+// then rejects (the seqlock pattern); the fence orders the copy before the
+// re-check's loads.
+PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos,
+                                                std::size_t len, std::byte* dst,
+                                                const ReadOptions& opt, CacheSlot& st) {
+  CachedFile& f = h.file();
+  FastResult r;
+  const std::uint64_t isize0 = f.size();
+  if (pos >= isize0 || len == 0) {
+    r.complete = true;
+    return r;
+  }
+  if (interrupted(opt)) {
+    r.stop = Stop::interrupted;
+    return r;
+  }
+  alignas(16) std::byte buf[1024];
+  std::size_t off = pos & (kPageSize - 1);
+  std::size_t n;
+  {
+    rcu::ReadGuard g;
+    Page* p = f.index_.lookup(pos >> kPageShift);
+    if (!p) {
+      r.stop = Stop::missing;
+      return r;
+    }
+    std::uint64_t s = pg::load(*p);
+    r.stop = page_stop(s);
+    if (r.stop != Stop::kCount) return r;
+    std::uint64_t end = std::min(isize0, f.size());
+    if (pos >= end) {
+      r.stop = Stop::past_eof;
+      return r;
+    }
+    n = std::min({len, kPageSize - off, static_cast<std::size_t>(end - pos)});
+    std::memcpy(buf, p->data + off, n);
+    // Acquire fence: the loads below are ordered after the copy's loads
+    // (read_seqcount_retry's smp_rmb).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::uint64_t s2 = pg::load(*p);
+    if (f.index_.lookup(pos >> kPageShift) != p || pg::generation(s2) != pg::generation(s) ||
+        !(s2 & pg::kUptodate)) {
+      r.stop = Stop::changed;
+      return r;
+    }
+  }
+  std::memcpy(dst, buf, n);
+  bump(st, Ctr::fast_pages);
+  r.n = n;
+  r.complete = n == len || pos + n >= isize0;
+  return r;
+}
+
+// Lookup + conditional reference + re-lookup: filemap_get_read_batch() for
+// one page.  Returns a held page or nullptr if the index has none.
+Page* PageCache::get_page(CachedFile& f, std::uint64_t idx) {
+  for (unsigned attempt = 0;; attempt++) {
+    rcu::ReadGuard g;
+    Page* p = f.index_.lookup(idx);
+    if (!p) return nullptr;
+    if (!pg::try_get(*p, ref_mode_)) {
+      // Frozen: an evictor is taking it out under the file's lock.  Retry;
+      // the index will have moved on (xas_reset + retry in the kernel).
+      if (attempt > 16) std::this_thread::yield();
+      continue;
+    }
+    if (f.index_.lookup(idx) == p) return p;
+    put_page(p);  // removed meanwhile: the count we took may be its last
+  }
+}
+
+void PageCache::put_page(Page* p) {
+  if (pg::put(*p, ref_mode_)) pool_.free(p);
+}
+
+bool PageCache::wait_uptodate(CachedFile& f, Page* p) {
+  std::unique_lock lk(f.mu_);
+  f.filled_.wait(lk, [&] { return pg::is_uptodate(*p) || f.index_.lookup(p->index) != p; });
+  return pg::is_uptodate(*p);
+}
+
+ssize_t PageCache::read_uncached(CachedFile& f, std::uint64_t pos, std::size_t len,
+                                 std::byte* dst, CacheSlot& st) {
+  std::uint64_t isize = f.size();
+  if (pos >= isize) return 0;
+  std::size_t n = std::min({len, kPageSize - (pos & (kPageSize - 1)),
+                            static_cast<std::size_t>(isize - pos)});
+  iovec v{dst, n};
+  ssize_t r = f.backing_->read(&v, 1, pos);
+  if (r < 0) {
+    bump(st, Ctr::io_errors);
+    return r;
+  }
+  bump(st, Ctr::uncached_reads);
+  return r;
+}
+
+// The reference path for one page: today's read path, unchanged in spirit.
+// Returns bytes copied (0 at EOF) or -errno.
+ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst,
+                             bool mark, const ReadOptions& opt, CacheSlot& st) {
+  CachedFile& f = h.file();
+  const std::uint64_t idx = pos >> kPageShift;
+  const std::uint64_t req_pages = ((pos + len - 1) >> kPageShift) - idx + 1;
+  bool missed = false;
+  for (;;) {
+    const std::uint64_t isize0 = f.size();
+    if (pos >= isize0) return 0;
+    Page* p = get_page(f, idx);
+    if (!p) {
+      if (interrupted(opt)) return -EINTR;
+      if (!missed) bump(st, Ctr::misses);
+      missed = true;
+      int err = sync_readahead(h, idx, req_pages, opt, st);
+      if (err == -ENOMEM) return read_uncached(f, pos, len, dst, st);
+      if (err < 0) return err;
+      continue;
+    }
+    std::uint64_t s = pg::load(*p);
+    if ((s & pg::kReadahead) && pg::test_and_clear_readahead(*p)) {
+      async_readahead(h, idx, req_pages, opt, st);
+    }
+    if (!(s & pg::kUptodate)) {
+      bump(st, Ctr::waits);
+      if (!wait_uptodate(f, p)) {  // the fill failed or the page was removed
+        put_page(p);
+        continue;
+      }
+    } else if (!missed) {
+      bump(st, Ctr::slow_hits);
+    }
+    if (mark) mark_accessed(p);
+    sync_point::hit("read:slow:before_copy");
+    std::uint64_t end = std::min(isize0, f.size());
+    ssize_t n = 0;
+    if (pos < end) {
+      std::size_t off = pos & (kPageSize - 1);
+      n = static_cast<ssize_t>(
+          std::min({len, kPageSize - off, static_cast<std::size_t>(end - pos)}));
+      std::memcpy(dst, p->data + off, static_cast<std::size_t>(n));
+    }
+    // filemap_end_dropbehind_read(): a drop-behind page leaves once read.
+    bool drop = pg::load(*p) & pg::kDropBehind;
+    put_page(p);
+    if (drop) {
+      std::unique_lock lk(f.mu_);
+      PageList out;
+      Page* q = f.index_.lookup(idx);
+      if (q && (pg::load(*q) & pg::kDropBehind) && pg::freeze(*q, ref_mode_)) {
+        remove_locked(f, q, true, out);
+      }
+      lk.unlock();
+      free_removed(out);
+    }
+    return n;
+  }
+}
+
+// The loop.  `done` bytes of the request are already in buf; if `stopped`
+// is a reason (not kCount), the fast path has just stopped at pos + done.
+ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
+                             std::size_t done, Stop stopped,
+                             const ReadOptions& opt, CacheSlot& st) {
+  // The first page of a read is marked accessed only if the previous read
+  // through this handle ended in another page (pos_same_folio() in
+  // filemap_read()); the following pages always.  When the fast path
+  // stopped because marking would change the flags, the page is marked
+  // regardless: otherwise a page read again and again through one handle
+  // would never saturate and the fast path would stop on it forever.
+  const std::uint64_t prev = h.ra.prev_pos.load(std::memory_order_relaxed);
+  const bool same_as_prev = prev > 0 && ((prev - 1) >> kPageShift) == (pos >> kPageShift);
+  const bool fast = config_.read_path == ReadPath::noref || config_.read_path == ReadPath::stackcopy;
+  int err = 0;
+  while (done < len) {
+    if (fast && stopped == Stop::kCount) {
+      FastResult r;
+      if (config_.read_path == ReadPath::noref) {
+        BufferSink sink{buf + done};
+        rcu::ReadGuard g;
+        r = fast_locked(h, pos + done, len - done, sink, opt, st);
+      } else if (len - done <= config_.stackcopy_max &&
+                 ((pos + done) & (kPageSize - 1)) + (len - done) <= kPageSize) {
+        r = fast_stackcopy(h, pos + done, len - done, buf + done, opt, st);
+      }  // else: too large for the stack copy, the reference path reads it
+      done += r.n;
+      if (r.complete) break;
+      if (r.stop != Stop::kCount) {
+        bump(st, stop_counter(r.stop));
+        stopped = r.stop;
+      }
+    }
+    bool mark = stopped == Stop::accessed || done > 0 || !same_as_prev;
+    stopped = Stop::kCount;
+    ssize_t n = slow_page(h, pos + done, len - done, buf + done, mark, opt, st);
+    if (n < 0) {
+      err = static_cast<int>(n);
+      break;
+    }
+    if (n == 0) break;  // EOF
+    done += static_cast<std::size_t>(n);
+    if (interrupted(opt)) break;
+  }
+  h.ra.prev_pos.store(pos + done, std::memory_order_relaxed);
+  bump(st, Ctr::bytes, done);
+  if (done == 0 && err != 0) return err;
+  return static_cast<ssize_t>(done);
+}
+
+ssize_t PageCache::read(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
+                        const ReadOptions& opt) {
+  CacheSlot& st = stats_.slot();
+  bump(st, Ctr::reads);
+  if (config_.read_path == ReadPath::noref) {
+    // The common case in one section, with no call in between: the whole
+    // read served by the fast path.
+    BufferSink sink{buf};
+    FastResult r;
+    {
+      rcu::ReadGuard g;
+      r = fast_locked(h, pos, len, sink, opt, st);
+    }
+    if (r.complete) {
+      h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
+      bump(st, Ctr::fast_reads);
+      bump(st, Ctr::bytes, r.n);
+      return static_cast<ssize_t>(r.n);
+    }
+    bump(st, stop_counter(r.stop));
+    return read_from(h, pos, len, buf, r.n, r.stop, opt, st);
+  }
+  return read_from(h, pos, len, buf, 0, Stop::kCount, opt, st);
+}
+
+ssize_t PageCache::read_iov(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
+                            const IovSender& send, bool* sent, const ReadOptions& opt) {
+  *sent = false;
+  std::uint64_t pages = len == 0 ? 0 : ((pos + len - 1) >> kPageShift) - (pos >> kPageShift) + 1;
+  if (config_.read_path != ReadPath::noref || pages > config_.batch) {
+    return read(h, pos, len, buf, opt);
+  }
+  CacheSlot& st = stats_.slot();
+  bump(st, Ctr::reads);
+  iovec iov[kMaxBatch];
+  IovSink sink{iov};
+  FastResult r;
+  {
+    rcu::ReadGuard g;
+    r = fast_locked(h, pos, len, sink, opt, st);
+    if (r.complete) {
+      send(iov, sink.cnt);
+    } else {
+      // Not all of it: what the fast path found goes into buf while the
+      // section still holds the pages, and the loop continues from there.
+      std::byte* d = buf;
+      for (int i = 0; i < sink.cnt; i++) {
+        std::memcpy(d, iov[i].iov_base, iov[i].iov_len);
+        d += iov[i].iov_len;
+      }
+    }
+  }
+  if (r.complete) {
+    *sent = true;
+    h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
+    bump(st, Ctr::fast_reads);
+    bump(st, Ctr::zero_copy_reads);
+    bump(st, Ctr::bytes, r.n);
+    return static_cast<ssize_t>(r.n);
+  }
+  bump(st, stop_counter(r.stop));
+  return read_from(h, pos, len, buf, r.n, r.stop, opt, st);
+}
+
+}  // namespace norefs::cache
