@@ -38,6 +38,9 @@
 //    the file.  (Like the kernel, a read that races a size change may see
 //    the old or the new end, and a read spanning several pages is not
 //    atomic across them.)
+// At the batch limit the fast path leaves its section and starts the next
+// batch (the kernel's loop between batches); every other stop hands the
+// next page to the reference path.
 // The reference path does the same checks holding a reference instead of
 // the section (lookup + try_get + re-lookup under the section), so it may
 // sleep (fill, wait for a fill, I/O).  It continues from exactly where the

@@ -316,10 +316,11 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
       }  // else: too large for the stack copy, the reference path reads it
       done += r.n;
       if (r.complete) break;
-      if (r.stop != Stop::kCount) {
-        bump(st, stop_counter(r.stop));
-        stopped = r.stop;
-      }
+      if (r.stop != Stop::kCount) bump(st, stop_counter(r.stop));
+      // The batch limit bounds a read-side section; like the kernel's loop
+      // between batches, leave the section and take the next batch.
+      if (r.stop == Stop::batch) continue;
+      stopped = r.stop;
     }
     bool mark = stopped == Stop::accessed || done > 0 || !same_as_prev;
     stopped = Stop::kCount;
@@ -358,7 +359,7 @@ ssize_t PageCache::read(FileHandle& h, std::uint64_t pos, std::size_t len, std::
       return static_cast<ssize_t>(r.n);
     }
     bump(st, stop_counter(r.stop));
-    return read_from(h, pos, len, buf, r.n, r.stop, opt, st);
+    return read_from(h, pos, len, buf, r.n, r.stop == Stop::batch ? Stop::kCount : r.stop, opt, st);
   }
   return read_from(h, pos, len, buf, 0, Stop::kCount, opt, st);
 }
