@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// fs/ops_common.h — helpers shared by the operation files.
+#pragma once
+
+#include <time.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <system_error>
+
+#include "fs/filesystem.h"
+
+namespace norefs::fs {
+
+inline Filesystem& fs_of(fuse_req_t req) {
+  return *static_cast<Filesystem*>(fuse_req_userdata(req));
+}
+
+inline Inode& inode_of(fuse_req_t req, fuse_ino_t ino) {
+  if (ino == FUSE_ROOT_ID) return fs_of(req).inodes().root();
+  return *reinterpret_cast<Inode*>(static_cast<std::uintptr_t>(ino));
+}
+
+inline fuse_ino_t ino_of(Filesystem& fs, Inode* in) {
+  if (in == &fs.inodes().root()) return FUSE_ROOT_ID;
+  return static_cast<fuse_ino_t>(reinterpret_cast<std::uintptr_t>(in));
+}
+
+inline OpenFile* open_file_of(const fuse_file_info* fi) {
+  return reinterpret_cast<OpenFile*>(static_cast<std::uintptr_t>(fi->fh));
+}
+
+inline DirHandle* dir_of(const fuse_file_info* fi) {
+  return reinterpret_cast<DirHandle*>(static_cast<std::uintptr_t>(fi->fh));
+}
+
+// "/proc/self/fd/N": reopens, or reaches with a path-only call, exactly the
+// inode an O_PATH fd holds, with no path walk through the backing tree.
+struct ProcPath {
+  explicit ProcPath(int fd) { std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd); }
+  const char* c_str() const { return buf; }
+  char buf[32];
+};
+
+// Names come from the kernel as single components; refuse anything that
+// could walk elsewhere (the kernel never sends these without
+// FUSE_CAP_EXPORT_SUPPORT, which we do not ask for).
+inline int check_name(const char* name) {
+  if (name[0] == '\0' || std::strchr(name, '/')) return EINVAL;
+  if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) return EINVAL;
+  return 0;
+}
+
+inline std::int64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// errno of the last failed call, never 0 (a call that failed without
+// setting it is reported as EIO).
+inline int last_errno() { return errno ? errno : EIO; }
+
+// Runs `body`, which returns 0 after sending its reply itself or an errno
+// to be sent here.  Exceptions stop at this boundary: none may cross into
+// libfuse.  `body` must not throw after it has replied (nothing it does
+// after a reply allocates).
+template <class F>
+void reply_errno(fuse_req_t req, F&& body) noexcept {
+  int err;
+  try {
+    err = body();
+  } catch (const std::bad_alloc&) {
+    err = ENOMEM;
+  } catch (const std::system_error& e) {
+    err = e.code().category() == std::generic_category() ||
+                  e.code().category() == std::system_category()
+              ? e.code().value()
+              : EIO;
+    if (err == 0) err = EIO;
+  } catch (...) {
+    err = EIO;
+  }
+  if (err != 0) fuse_reply_err(req, err);
+}
+
+// Shared by lookup, create, mknod, mkdir, symlink, link and readdirplus:
+// resolves `name` in `parent` without following a symlink, counts one
+// lookup and fills `e`.  Returns 0 or an errno.
+int do_lookup(Filesystem& fs, Inode& parent, const char* name, fuse_entry_param* e);
+// Sets the owner of a newly created `name` in `dirfd` to the caller's, when
+// the daemon runs as root for other users (allow_other).  Best effort.
+void own_by_caller(fuse_req_t req, int dirfd, const char* name, int fd = -1);
+
+}  // namespace norefs::fs

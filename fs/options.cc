@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "fs/options.h"
+
+#include <fuse_lowlevel.h>
+#include <fuse_opt.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#ifndef NOREFS_VERSION
+#define NOREFS_VERSION "unknown"
+#endif
+
+namespace norefs::fs {
+
+namespace {
+
+constexpr const char* kUsage = "usage: %s [options] <backing-dir> <mountpoint>\n";
+
+// Printed before libfuse's own option help.
+constexpr const char* kOurHelp =
+    "norefs options (-o opt[,opt...]):\n"
+    "    -o cache_size=SIZE     hard bound on cache memory, pages waiting for a grace\n"
+    "                           period included; k,m,g suffixes (binary); 0 = unbounded\n"
+    "                           (default 256M)\n"
+    "    -o read_path=P         noref|ref|ref-fetchadd|stackcopy (default noref)\n"
+    "    -o defer=on|off        RCU-deferred page free (default on; off is unsafe with noref)\n"
+    "    -o expedite=on|off     expedite long pending lists (default on)\n"
+    "    -o expedite_pages=N    pending pages per thread that trigger an expedite (1024)\n"
+    "    -o batch=N             fast-path pages per read-side section, 1..256 (31)\n"
+    "    -o cache=on|off        off: plain passthrough, the baseline (default on)\n"
+    "    -o kernel_cache        let the kernel page cache serve repeated reads too\n"
+    "    -o readahead=SIZE      readahead window maximum, at most 4M (128K; 0 = off)\n"
+    "    -o max_threads=N       worker thread maximum (default: see below)\n"
+    "    -o reply=auto|copy|iov how read replies are sent (default auto)\n"
+    "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
+    "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
+    "    -o allow_other, -o default_permissions: passed to the kernel\n"
+    "\n";
+
+enum Key {
+  kCacheSize,
+  kReadPath,
+  kDefer,
+  kExpedite,
+  kExpeditePages,
+  kBatch,
+  kCache,
+  kKernelCache,
+  kReadahead,
+  kMaxThreads,
+  kReply,
+  kCoherenceTimeout,
+  kStatsDir,
+};
+
+const fuse_opt kOurOpts[] = {
+    FUSE_OPT_KEY("cache_size=", kCacheSize),
+    FUSE_OPT_KEY("read_path=", kReadPath),
+    FUSE_OPT_KEY("defer=", kDefer),
+    FUSE_OPT_KEY("expedite=", kExpedite),
+    FUSE_OPT_KEY("expedite_pages=", kExpeditePages),
+    FUSE_OPT_KEY("batch=", kBatch),
+    FUSE_OPT_KEY("cache=", kCache),
+    FUSE_OPT_KEY("kernel_cache", kKernelCache),
+    FUSE_OPT_KEY("readahead=", kReadahead),
+    FUSE_OPT_KEY("max_threads=", kMaxThreads),
+    FUSE_OPT_KEY("reply=", kReply),
+    FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
+    FUSE_OPT_KEY("stats_dir=", kStatsDir),
+    FUSE_OPT_END,
+};
+
+struct ParseState {
+  Options* opts;
+  std::vector<std::string> positional;
+  bool bad = false;
+};
+
+std::optional<bool> parse_on_off(std::string_view v) {
+  if (v == "on") return true;
+  if (v == "off") return false;
+  return std::nullopt;
+}
+
+template <class T>
+std::optional<T> parse_uint(std::string_view v) {
+  T x{};
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) return std::nullopt;
+  return x;
+}
+
+// Applies one of our -o options.  Returns an error message, or "" if good.
+std::string apply(Options& o, int key, std::string_view arg) {
+  std::string_view name = arg.substr(0, arg.find('='));
+  std::string_view v = arg.find('=') == std::string_view::npos ? "" : arg.substr(arg.find('=') + 1);
+  auto bad = [&](std::string_view what) {
+    return "bad value for " + std::string(name) + ": '" + std::string(v) + "' (" +
+           std::string(what) + ")";
+  };
+  switch (key) {
+    case kCacheSize: {
+      auto s = parse_size(v);
+      if (!s) return bad("a size such as 512M, 2G or 0");
+      o.cache_bytes = *s;
+      return "";
+    }
+    case kReadPath: {
+      auto p = cache::parse_read_path(v);
+      if (!p) return bad("noref, ref, ref-fetchadd or stackcopy");
+      o.read_path = *p;
+      return "";
+    }
+    case kDefer:
+    case kExpedite:
+    case kCache: {
+      auto b = parse_on_off(v);
+      if (!b) return bad("on or off");
+      (key == kDefer ? o.defer : key == kExpedite ? o.expedite : o.cache) = *b;
+      return "";
+    }
+    case kExpeditePages: {
+      auto n = parse_uint<std::size_t>(v);
+      if (!n || *n == 0) return bad("a page count >= 1");
+      o.expedite_pages = *n;
+      return "";
+    }
+    case kBatch: {
+      auto n = parse_uint<unsigned>(v);
+      if (!n || *n == 0 || *n > cache::kMaxBatch) return bad("1..256");
+      o.batch = *n;
+      return "";
+    }
+    case kKernelCache:
+      o.kernel_cache = true;
+      return "";
+    case kReadahead: {
+      auto s = parse_size(v);
+      if (!s || *s > (4u << 20)) return bad("a size of at most 4M, 0 = off");
+      o.readahead_bytes = *s;
+      return "";
+    }
+    case kMaxThreads: {
+      auto n = parse_uint<unsigned>(v);
+      if (!n || *n == 0 || *n > 4096) return bad("1..4096");
+      o.max_threads = *n;
+      return "";
+    }
+    case kReply:
+      if (v == "auto")
+        o.reply = ReplyMode::automatic;
+      else if (v == "copy")
+        o.reply = ReplyMode::copy;
+      else if (v == "iov")
+        o.reply = ReplyMode::iov;
+      else
+        return bad("auto, copy or iov");
+      return "";
+    case kCoherenceTimeout: {
+      if (v.empty()) return bad("seconds >= 0");
+      std::string s(v);
+      char* end = nullptr;
+      errno = 0;
+      double d = std::strtod(s.c_str(), &end);
+      if (errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(d) || d < 0 || d > 1e9) {
+        return bad("seconds >= 0");
+      }
+      o.coherence_timeout = d;
+      return "";
+    }
+    case kStatsDir:
+      if (v.empty()) return bad("a directory");
+      o.stats_dir = std::string(v);
+      return "";
+  }
+  return "unknown option '" + std::string(arg) + "'";
+}
+
+int opt_proc(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
+  auto* st = static_cast<ParseState*>(data);
+  if (key == FUSE_OPT_KEY_NONOPT) {
+    st->positional.emplace_back(arg);
+    return 0;
+  }
+  if (key == FUSE_OPT_KEY_OPT) return 1;  // libfuse's, or unknown: libfuse decides
+  std::string err = apply(*st->opts, key, arg);
+  if (!err.empty()) {
+    std::fprintf(stderr, "norefs: %s\n", err.c_str());
+    st->bad = true;
+  }
+  return 0;
+}
+
+// Escapes ',' and '\' for a -o option value (libfuse splits on unescaped commas).
+std::string escape_opt(std::string_view v) {
+  std::string r;
+  for (char c : v) {
+    if (c == ',' || c == '\\') r += '\\';
+    r += c;
+  }
+  return r;
+}
+
+// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_mountinfo(std::string_view s) {
+  std::string r;
+  for (std::size_t i = 0; i < s.size(); i++) {
+    auto octal = [&](std::size_t j) { return j < s.size() && s[j] >= '0' && s[j] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      r += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      r += s[i];
+    }
+  }
+  return r;
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// mkdir -p; the last component with `mode`, missing parents 0755.
+int make_dirs(const std::string& path, mode_t mode) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  if (errno != ENOENT) return errno;
+  auto slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (int e = make_dirs(path.substr(0, slash), 0755)) return e;
+  }
+  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return errno;
+  return 0;
+}
+
+bool validate_paths(Options& o, const std::vector<std::string>& pos) {
+  auto fail = [](const std::string& msg) {
+    std::fprintf(stderr, "norefs: %s\n", msg.c_str());
+    return false;
+  };
+  char buf[PATH_MAX];
+  struct stat st {};
+  if (!realpath(pos[0].c_str(), buf) || stat(buf, &st) != 0) {
+    return fail("backing directory '" + pos[0] + "': " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return fail("backing directory '" + pos[0] + "': not a directory");
+  o.backing_dir = buf;
+  if (!realpath(pos[1].c_str(), buf) || stat(buf, &st) != 0) {
+    return fail("mountpoint '" + pos[1] + "': " + std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return fail("mountpoint '" + pos[1] + "': not a directory");
+  o.mountpoint = buf;
+  if (is_mount_point(read_file("/proc/self/mountinfo"), o.mountpoint)) {
+    return fail("mountpoint '" + pos[1] + "' is busy: something is already mounted there");
+  }
+  // A mountpoint strictly inside the backing directory would make the daemon
+  // walk into its own mount when it resolves that directory (deadlock).
+  // The backing directory itself is fine: its fd is opened before mounting.
+  if (o.backing_dir == "/" || o.mountpoint.starts_with(o.backing_dir + "/")) {
+    return fail("mountpoint '" + pos[1] + "' is inside the backing directory");
+  }
+  if (int e = make_dirs(o.stats_dir, 0700)) {
+    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(e));
+  }
+  if (access(o.stats_dir.c_str(), W_OK | X_OK) != 0) {
+    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
+  }
+  return true;
+}
+
+}  // namespace
+
+// max(10, 2 x cores): libfuse's own default (10) on small machines, two
+// workers per core on larger ones.  Measured 2026-11-30 on this 2-core VM
+// (fio psync, 16-byte reads of a cached 4 KiB file, direct_io; 7 rounds of
+// 2 s over two sweeps, medians, reads/s; the machine was shared, load
+// 7-17, so each cell spans up to 3x):
+//   max_threads   1 job    2 jobs   4 jobs   8 jobs
+//   4             38-96k   65-120k  112-118k 81-99k
+//   10            62-94k   65-106k  84-99k   124-138k
+//   16            30-79k   93-95k   90-93k   103-132k
+//   32            35-48k   57-126k  50-75k   64-110k
+// (two medians per cell, one per sweep).  Below 8 jobs the differences are
+// noise (a 1-job run uses one worker whatever the maximum); at 8 jobs 10
+// is best and 32 worst (more runnable threads than cores).  clone_fd was
+// within the noise too (fuse-landscape.md found the same).
+unsigned Options::default_max_threads() {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(10u, 2 * cores);
+}
+
+cache::PageCacheConfig Options::cache_config(long pid) const {
+  cache::PageCacheConfig c;
+  c.read_path = read_path;
+  c.pool.defer = defer;
+  c.pool.expedite = expedite;
+  c.pool.expedite_pages = expedite_pages;
+  c.batch = batch;
+  c.limit_pages = limit_pages();
+  c.readahead_max_pages = readahead_pages();
+  c.stats_path = stats_dir + "/cache." + std::to_string(pid);
+  c.pool.stats_path = stats_dir + "/alloc." + std::to_string(pid);
+  // Every FUSE worker, the cache's and the pool's own threads and the main
+  // thread may use a slot; one more than the maximum aborts.
+  std::size_t slots = std::max<std::size_t>(1024, effective_max_threads() + 64);
+  c.max_threads = slots;
+  c.pool.max_threads = slots;
+  return c;
+}
+
+std::optional<std::size_t> parse_size(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  unsigned shift = 0;
+  switch (s.back()) {
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      break;
+  }
+  if (shift) s.remove_suffix(1);
+  auto n = parse_uint<std::size_t>(s);
+  if (!n) return std::nullopt;
+  if (shift && *n > (~std::size_t{0} >> shift)) return std::nullopt;
+  return *n << shift;
+}
+
+bool is_mount_point(std::string_view mountinfo, std::string_view path) {
+  std::size_t pos = 0;
+  while (pos < mountinfo.size()) {
+    std::size_t eol = mountinfo.find('\n', pos);
+    if (eol == std::string_view::npos) eol = mountinfo.size();
+    std::string_view line = mountinfo.substr(pos, eol - pos);
+    pos = eol + 1;
+    // id parent major:minor root mountpoint ...
+    std::size_t f = 0;
+    for (int i = 0; i < 4 && f != std::string_view::npos; i++) {
+      f = line.find(' ', f);
+      if (f != std::string_view::npos) f++;
+    }
+    if (f == std::string_view::npos) continue;
+    std::size_t e = line.find(' ', f);
+    if (unescape_mountinfo(line.substr(f, e == std::string_view::npos ? e : e - f)) == path) {
+      return true;
+    }
+  }
+  return false;
+}
+
+ParseResult parse_command_line(int argc, char* argv[]) {
+  ParseResult r;
+  ParseState st{&r.opts, {}, false};
+  fuse_args args = FUSE_ARGS_INIT(argc, argv);
+  auto done = [&](ParseResult::Action a) {
+    fuse_opt_free_args(&args);
+    r.action = a;
+    return r;
+  };
+  if (fuse_opt_parse(&args, &st, kOurOpts, opt_proc) != 0) return done(ParseResult::exit_usage);
+
+  // Our fsname and subtype before libfuse's parser, so that it adds no
+  // default subtype of its own.
+  if (st.positional.size() >= 1) {
+    char buf[PATH_MAX];
+    std::string src = realpath(st.positional[0].c_str(), buf) ? buf : st.positional[0];
+    std::string o = "-ofsname=" + escape_opt(src) + ",subtype=norefs";
+    fuse_opt_add_arg(&args, o.c_str());
+  }
+
+  fuse_cmdline_opts fo{};
+  if (fuse_parse_cmdline(&args, &fo) != 0) return done(ParseResult::exit_usage);
+  free(fo.mountpoint);  // none: our parser took every positional argument
+  if (fo.show_help) {
+    std::printf(kUsage, argv[0]);
+    std::printf("\n");
+    std::fputs(kOurHelp, stdout);
+    std::printf("    max_threads default: %u here (max(10, 2 x cores))\n\n",
+                Options::default_max_threads());
+    fuse_cmdline_help();
+    fuse_lowlevel_help();
+    return done(ParseResult::exit_ok);
+  }
+  if (fo.show_version) {
+    std::printf("norefs version %s\n", NOREFS_VERSION);
+    std::printf("FUSE library version %s\n", fuse_pkgversion());
+    std::fflush(stdout);
+    fuse_lowlevel_version();
+    return done(ParseResult::exit_ok);
+  }
+  if (st.bad) return done(ParseResult::exit_usage);
+  if (st.positional.size() != 2) {
+    std::fprintf(stderr, "norefs: wrong number of arguments (%zu, want 2)\n", st.positional.size());
+    std::fprintf(stderr, kUsage, argv[0]);
+    std::fprintf(stderr, "try '%s --help' for the options\n", argv[0]);
+    return done(ParseResult::exit_usage);
+  }
+  Options& o = r.opts;
+  o.foreground = fo.foreground;
+  o.debug = fo.debug;
+  o.singlethread = fo.singlethread;
+  o.clone_fd = fo.clone_fd;
+  o.max_idle_threads = fo.max_idle_threads;
+  if (!validate_paths(o, st.positional)) return done(ParseResult::exit_usage);
+  for (int i = 0; i < args.argc; i++) r.fuse_args.emplace_back(args.argv[i]);
+  return done(ParseResult::run);
+}
+
+}  // namespace norefs::fs
