@@ -13,38 +13,9 @@
 #include "alloc/page.h"
 #include "alloc/stats_block.h"
 #include "tools/sample_waiting.h"
+#include "tools/stats_json.h"
 
-using norefs::alloc::Counters;
 using norefs::alloc::kPageSize;
-
-namespace {
-
-nlohmann::json to_json(const Counters& c) {
-  return {{"pending", c.pending},
-          {"inflight", c.inflight},
-          {"waiting", c.waiting},
-          {"peak_waiting", c.peak_waiting},
-          {"allocated", c.allocated},
-          {"live", c.live()},
-          {"deferred", c.deferred},
-          {"immediate", c.immediate},
-          {"not_deferred", c.not_deferred},
-          {"freed_after_gp", c.freed_after_gp},
-          {"grace_periods", c.grace_periods},
-          {"gp_started", c.gp_started},
-          {"gp_completed", c.gp_completed},
-          {"expedites", c.expedites},
-          {"expedited_pages", c.expedited_pages},
-          {"make_way_yields", c.make_way_yields},
-          {"check_violations", c.check_violations},
-          {"threads", c.threads},
-          {"slots", c.slots},
-          {"arena_active_bytes", c.arena_active_bytes},
-          {"arena_resident_bytes", c.arena_resident_bytes},
-          {"config", c.config}};
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"norefs_alloc_stat: read a norefs page pool's counters"};
@@ -82,7 +53,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    nlohmann::json j = to_json(reader.sum());
+    nlohmann::ordered_json j = norefs::tools::alloc_counters_json(reader.sum());
     if (json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {

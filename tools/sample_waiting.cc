@@ -14,11 +14,12 @@ std::uint64_t to_ns(const timespec& ts) {
 }  // namespace
 
 WaitingSamples sample_waiting(const alloc::StatsReader& reader, unsigned interval_us,
-                              double seconds) {
+                              double seconds, const OnSample& on_sample) {
   WaitingSamples r;
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   std::uint64_t next = to_ns(now);
+  const std::uint64_t start = next;
   const std::uint64_t end = next + static_cast<std::uint64_t>(seconds * 1e9);
   do {
     next += std::uint64_t{interval_us} * 1000;
@@ -26,9 +27,11 @@ WaitingSamples sample_waiting(const alloc::StatsReader& reader, unsigned interva
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nullptr);
     std::uint64_t w = reader.waiting();
     r.sum += w;
+    if (r.samples == 0 || w < r.min) r.min = w;
     r.samples++;
     if (w > r.peak) r.peak = w;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    if (on_sample) on_sample(to_ns(now) - start, w);
   } while (to_ns(now) < end);
   return r;
 }

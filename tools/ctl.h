@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// tools/ctl.h — the library half of norefsctl: the control ioctls of a norefs
+// mount (fs/control.h) and the prefetch measurement, in the style of the
+// MADV_WILLNEED measurement in seeds/madvise-willneed-cow-swap.txt: pages
+// read from the backing file during the advice and during the later read,
+// and the time of each, against the same read without the advice.
+//
+// Errors are CtlError with a message a user can act on ("not a norefs
+// mount", "only root or the mounting user ..."), never a bare errno.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cache/cache_stats.h"
+
+namespace norefs::tools::ctl {
+
+class CtlError : public std::runtime_error {
+ public:
+  CtlError(const std::string& what, int err) : std::runtime_error(what), err_(err) {}
+  int err() const { return err_; }
+
+ private:
+  int err_;
+};
+
+// An open O_RDONLY descriptor of a file or directory, closed on destruction.
+class Fd {
+ public:
+  explicit Fd(const std::string& path);  // throws CtlError
+  ~Fd();
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+struct MountInfo {
+  std::uint64_t pid = 0;
+  std::string alloc_stats;  // alloc/stats_block.h block
+  std::string cache_stats;  // cache/cache_stats.h block
+};
+
+// NOREFS_IOC_INFO on any file or directory of the mount.
+MountInfo info(const Fd& fd);
+
+// NOREFS_IOC_EVICT on a regular file: pages evicted.
+std::uint64_t evict(const Fd& fd);
+
+struct Prefetch {
+  std::uint64_t pages_read = 0;     // reported by the daemon
+  std::uint64_t daemon_ns = 0;      // reported by the daemon
+  std::uint64_t wall_ns = 0;        // the ioctl as this process saw it
+  std::uint64_t counter_pages = 0;  // readahead_pages delta around the ioctl
+};
+
+// NOREFS_IOC_PREFETCH of [offset, offset+length); length 0 = to EOF.
+// `cache`, when given, also takes the readahead_pages delta.
+Prefetch prefetch(const Fd& fd, std::uint64_t offset, std::uint64_t length,
+                  const cache::CacheStatsReader* cache = nullptr);
+
+struct RangeRead {
+  std::uint64_t bytes = 0;
+  std::uint64_t pages_read = 0;  // readahead_pages delta: read from the backing file
+  std::uint64_t misses = 0;      // misses delta
+  std::uint64_t hits = 0;        // hits delta (fast_pages + slow_hits)
+  std::uint64_t wall_ns = 0;
+};
+
+// Reads [offset, offset+length) through the mount with pread (1 MiB calls),
+// after posix_fadvise(DONTNEED) so that a kernel_cache mount's page cache
+// does not answer instead of the daemon.  Deltas are of the whole daemon: run
+// it on a quiet mount.
+RangeRead read_range(const Fd& fd, std::uint64_t offset, std::uint64_t length,
+                     const cache::CacheStatsReader& cache);
+
+struct PrefetchMeasure {
+  std::uint64_t offset = 0, length = 0;  // length resolved against the file size
+  // Without the advice: evict, then read.
+  std::uint64_t evicted_without = 0;
+  RangeRead read_without;
+  // With it: evict, prefetch, then read.
+  std::uint64_t evicted_with = 0;
+  Prefetch advice;
+  RangeRead read_with;
+};
+
+PrefetchMeasure measure_prefetch(const Fd& fd, std::uint64_t offset, std::uint64_t length,
+                                 const cache::CacheStatsReader& cache);
+
+}  // namespace norefs::tools::ctl

@@ -1,0 +1,457 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# fs_bench.sh — fio through every way of serving the same backing data, in
+# one run:
+#   noref, ref, ref-fetchadd, stackcopy   the norefs daemon with each read path
+#   cache=off                             the daemon as a plain passthrough
+#   kernel_cache                          the daemon, files in the kernel's page cache
+#   direct                                the backing directory itself, no FUSE
+#   minimal                               norefs_minimal_fuse: the FUSE round-trip ceiling
+# and the jobs of tools/fio: 16-byte pread at offset 0 of a one-page file
+# with 1, 2, 4, 8 threads; 4 KiB random reads over 64 MiB; 64 KiB and 1 MiB
+# sequential reads over 256 MiB.
+#
+# Per job, every variant is warmed (one untimed short run), then timed in
+# rounds, variants interleaved and their order rotated each round, so that
+# machine drift hits all alike.  Reported: mean IOPS and bandwidth over
+# rounds, their spread, the ratio to cache=off and to the minimal server,
+# and the targets on 16-byte preads with 2 to 8 jobs: noref >= 1.2x the
+# reads/s of cache=off, and >= 90% of the minimal server's.
+#
+# Every mount is made on a mktemp -d mountpoint and unmounted on every exit
+# path (Ctrl-C, a failing fio, a daemon that dies): fusermount3 -u, then
+# umount -l; then the daemon is waited for and killed by its pid.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+fio_dir="$root/tools/fio"
+
+usage() {
+  cat <<EOF
+usage: $0 [options]
+  --quick            smoke run: 1 s per job, 1 round, 300 ms warm-up
+  --runtime S        seconds per timed fio run (default 5)
+  --rounds N         timed rounds per job and variant (default 2)
+  --warm S           seconds of the untimed warm-up run (default 1)
+  --build-dir DIR    where fs/norefs and tools/norefs_minimal_fuse are
+                     (default $root/build/main; else the newest under $root/build)
+  --out DIR          results directory (default $root/build/results)
+  --variants LIST    comma-separated subset of: noref,ref,ref-fetchadd,stackcopy,
+                     cache=off,kernel_cache,direct,minimal (default all)
+  --tests LIST       comma-separated subset of: pread16-1,pread16-2,pread16-4,
+                     pread16-8,randread4k,seqread64k,seqread1m (default all)
+  --max-threads N    -o max_threads=N for the daemon and the minimal server
+                     (default: each program's own default)
+  --clone-fd         -o clone_fd for the daemon and the minimal server
+  --cache-size SIZE  cache_size= of every norefs variant (default 1G: the 320 MiB
+                     of test files fit; "default" = the daemon's own, 256M)
+  --daemon-opts OPTS extra -o options for every norefs variant (e.g. batch=15)
+EOF
+}
+
+# ---- options -------------------------------------------------------------
+runtime=5 rounds=2 warm=1 quick=0
+build_dir="$root/build/main" out="$root/build/results"
+variants_opt="" tests_opt="" max_threads="" clone_fd=0 daemon_opts="" cache_size=1G
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) quick=1 runtime=1 rounds=1 warm=0.3 ;;
+    --runtime) runtime=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    --warm) warm=$2; shift ;;
+    --build-dir) build_dir=$2; shift ;;
+    --out) out=$2; shift ;;
+    --variants) variants_opt=$2; shift ;;
+    --tests) tests_opt=$2; shift ;;
+    --max-threads) max_threads=$2; shift ;;
+    --clone-fd) clone_fd=1 ;;
+    --cache-size) cache_size=$2; shift ;;
+    --daemon-opts) daemon_opts=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "fs_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+num_re='^[0-9]+([.][0-9]+)?$'
+[[ $runtime =~ $num_re && $warm =~ $num_re && $rounds =~ ^[1-9][0-9]*$ ]] ||
+  { echo "fs_bench: --runtime/--warm take seconds, --rounds a positive count" >&2; exit 2; }
+[ -z "$max_threads" ] || [[ $max_threads =~ ^[1-9][0-9]*$ ]] ||
+  { echo "fs_bench: --max-threads takes a positive count" >&2; exit 2; }
+ms() { awk -v s="$1" 'BEGIN { printf "%dms", s * 1000 }'; }  # fio time value
+
+all_variants=(noref ref ref-fetchadd stackcopy cache=off kernel_cache direct minimal)
+all_tests=(pread16-1 pread16-2 pread16-4 pread16-8 randread4k seqread64k seqread1m)
+pick() {  # pick LIST ALLOWED...: the allowed items named in LIST, in allowed order
+  local list=",$1," item
+  shift
+  for item in "$@"; do [[ $list != *",$item,"* ]] || echo "$item"; done
+}
+if [ -n "$variants_opt" ]; then
+  for v in ${variants_opt//,/ }; do
+    [[ " ${all_variants[*]} " == *" $v "* ]] || { echo "fs_bench: unknown variant $v" >&2; exit 2; }
+  done
+  mapfile -t variants < <(pick "$variants_opt" "${all_variants[@]}")
+else
+  variants=("${all_variants[@]}")
+fi
+if [ -n "$tests_opt" ]; then
+  for t in ${tests_opt//,/ }; do
+    [[ " ${all_tests[*]} " == *" $t "* ]] || { echo "fs_bench: unknown test $t" >&2; exit 2; }
+  done
+  mapfile -t tests < <(pick "$tests_opt" "${all_tests[@]}")
+else
+  tests=("${all_tests[@]}")
+fi
+
+# ---- tools ---------------------------------------------------------------
+need=()
+command -v fio >/dev/null || need+=(fio)
+command -v jq >/dev/null || need+=(jq)
+command -v fusermount3 >/dev/null || need+=(fuse3)
+if [ ${#need[@]} -gt 0 ]; then
+  [ "$(id -u)" -eq 0 ] || { echo "fs_bench: missing ${need[*]}; run as root or apt-get install them" >&2; exit 1; }
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "${need[@]}" >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
+fi
+
+# find_bin REL: $build_dir/REL, else the newest $root/build/*/REL.
+find_bin() {
+  if [ -x "$build_dir/$1" ]; then echo "$build_dir/$1"; return; fi
+  local f
+  f=$(ls -t "$root"/build/*/"$1" 2>/dev/null | head -1 || true)
+  [ -n "$f" ] && [ -x "$f" ] && echo "$f"
+  return 0
+}
+norefs=$(find_bin fs/norefs)
+minimal=$(find_bin tools/norefs_minimal_fuse)
+norefsctl=$(find_bin tools/norefsctl)
+daemon_variants=(noref ref ref-fetchadd stackcopy cache=off kernel_cache)
+is_daemon() { [[ " ${daemon_variants[*]} " == *" $1 "* ]]; }
+skipped=()
+keep=()
+for v in "${variants[@]}"; do
+  if is_daemon "$v" && [ -z "$norefs" ]; then skipped+=("$v (no fs/norefs)")
+  elif [ "$v" = minimal ] && [ -z "$minimal" ]; then skipped+=("$v (no norefs_minimal_fuse)")
+  else keep+=("$v"); fi
+done
+variants=("${keep[@]}")
+[ ${#variants[@]} -gt 0 ] || { echo "fs_bench: no variant left to run" >&2; exit 1; }
+
+# ---- scratch space, mounts and their cleanup -----------------------------
+base=$(mktemp -d "${TMPDIR:-/tmp}/norefs-bench.XXXXXX")
+backing="$base/backing"
+mkdir -p "$backing" "$base/stats" "$base/logs" "$out" "$out/fio"
+declare -A mnt_of=()   # variant (or minimal-small/minimal-big) -> mountpoint
+mounts=() pids=()      # parallel arrays, in mount order
+
+is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+unmount_one() {  # unmount_one MNT PID
+  local mnt=$1 pid=$2 i
+  if is_mounted "$mnt"; then
+    fusermount3 -u "$mnt" 2>/dev/null || { sleep 0.5; fusermount3 -u "$mnt" 2>/dev/null; } ||
+      umount -l "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null ||
+      echo "fs_bench: could not unmount $mnt" >&2
+  fi
+  # An unmounted daemon leaves its loop and exits by itself.
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? i
+  trap - EXIT INT TERM HUP
+  for i in "${!mounts[@]}"; do unmount_one "${mounts[$i]}" "${pids[$i]}"; done
+  # Anything still mounted under $base (a server interrupted between its
+  # start and its registration above): its server exits once unmounted.
+  awk -v b="$base/" 'index($5, b) == 1 { print $5 }' /proc/self/mountinfo | while read -r m; do
+    fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+  # --one-file-system: never descend into a mount that would not go away.
+  rm -rf --one-file-system "$base" 2>/dev/null || true
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'printf "\nfs_bench: interrupted\n" >&2; exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# mount_fuse NAME MNT CMD...: starts CMD (a FUSE server in the foreground,
+# -f, mounting on MNT) in the background and waits for the mount.  Returns
+# non-zero, with nothing left mounted, if it does not come up in 10 s.
+mount_fuse() {
+  local name=$1 mnt=$2; shift 2
+  local log="$base/logs/$name.log" i
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  mounts+=("$mnt"); pids+=("$pid")
+  for i in $(seq 100); do
+    if is_mounted "$mnt"; then mnt_of[$name]=$mnt; return 0; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "fs_bench: $name did not mount: $*" >&2
+  sed 's/^/  | /' "$log" >&2
+  unmount_one "$mnt" "$pid"
+  return 1
+}
+
+fuse_common_opts=()
+[ -z "$max_threads" ] || fuse_common_opts+=("max_threads=$max_threads")
+[ "$clone_fd" = 0 ] || fuse_common_opts+=(clone_fd)
+join_opts() { local IFS=,; echo "$*"; }
+
+daemon_o() {  # the -o list of a daemon variant
+  local o=("stats_dir=$base/stats")
+  case $1 in
+    noref|ref|ref-fetchadd|stackcopy) o+=("read_path=$1") ;;
+    cache=off) o+=(cache=off) ;;
+    kernel_cache) o+=(kernel_cache) ;;
+  esac
+  [ "$cache_size" = default ] || o+=("cache_size=$cache_size")
+  o+=("${fuse_common_opts[@]}")
+  [ -z "$daemon_opts" ] || o+=("$daemon_opts")
+  join_opts "${o[@]}"
+}
+
+# ---- effective configuration ---------------------------------------------
+bin_desc() { [ -n "$1" ] && echo "$1 ($(date -r "$1" '+%F %T'))" || echo "not found"; }
+echo "fs_bench: effective configuration"
+echo "  runtime ${runtime} s per timed run, ${rounds} round(s), warm-up ${warm} s per job and variant$([ $quick = 1 ] && echo ' (--quick)')"
+echo "  variants: ${variants[*]}"
+[ ${#skipped[@]} -eq 0 ] || echo "  SKIPPED:  ${skipped[*]}"
+echo "  tests:    ${tests[*]}"
+echo "  norefs:   $(bin_desc "$norefs")"
+for v in "${variants[@]}"; do is_daemon "$v" && echo "    $v: -o $(daemon_o "$v")"; done
+echo "  minimal:  $(bin_desc "$minimal")${fuse_common_opts:+ -o $(join_opts "${fuse_common_opts[@]}")}"
+echo "  norefsctl: $(bin_desc "$norefsctl")"
+echo "  fio $(fio --version | sed 's/^fio-//'), $(nproc) CPUs, kernel $(uname -r), scratch $base"
+echo "  results:  $out"
+
+# ---- backing data --------------------------------------------------------
+head -c 4096 /dev/urandom >"$backing/onepage"
+head -c $((64 << 20)) /dev/urandom >"$backing/rand64m"
+head -c $((256 << 20)) /dev/urandom >"$backing/seq256m"
+
+mkdir_mnt() { mktemp -d "$base/mnt-${1//=/-}.XXXXXX"; }
+up=()
+for v in "${variants[@]}"; do
+  case $v in
+    direct) up+=("$v") ;;
+    minimal)
+      # Two instances: f of one page for the 16-byte preads, f of 256 MiB
+      # for the rest (random reads use its first 64 MiB).
+      msmall=$(mkdir_mnt minimal-small) mbig=$(mkdir_mnt minimal-big)
+      if mount_fuse minimal-small "$msmall" "$minimal" -f \
+           -o "$(join_opts size=4096 "${fuse_common_opts[@]}")" "$msmall" &&
+         mount_fuse minimal-big "$mbig" "$minimal" -f \
+           -o "$(join_opts size=$((256 << 20)) "${fuse_common_opts[@]}")" "$mbig"; then
+        up+=("$v")
+      else
+        skipped+=("$v (did not mount)")
+      fi
+      ;;
+    *)
+      m_=$(mkdir_mnt "$v")
+      if mount_fuse "$v" "$m_" "$norefs" -f -o "$(daemon_o "$v")" "$backing" "$m_"; then
+        up+=("$v")
+      else
+        skipped+=("$v (did not mount)")
+      fi
+      ;;
+  esac
+done
+variants=("${up[@]}")
+[ ${#variants[@]} -gt 0 ] || { echo "fs_bench: nothing mounted" >&2; exit 1; }
+
+# file_for VARIANT TEST: the file the test reads in that variant.
+file_for() {
+  local f
+  case $2 in
+    pread16-*) f=onepage ;;
+    randread4k) f=rand64m ;;
+    *) f=seq256m ;;
+  esac
+  case $1 in
+    direct) echo "$backing/$f" ;;
+    minimal) [ "$f" = onepage ] && echo "${mnt_of[minimal-small]}/f" || echo "${mnt_of[minimal-big]}/f" ;;
+    *) echo "${mnt_of[$1]}/$f" ;;
+  esac
+}
+
+# Read every file once through each daemon, so that timed runs start from a
+# full cache rather than from the first misses.
+t0=$(date +%s%N)
+for v in "${variants[@]}"; do
+  is_daemon "$v" || continue
+  cat "${mnt_of[$v]}/onepage" "${mnt_of[$v]}/rand64m" "${mnt_of[$v]}/seq256m" >/dev/null ||
+    echo "fs_bench: reading the files through $v failed" >&2
+done
+echo "fs_bench: mounted ${variants[*]}; files read once through each daemon in" \
+  "$((($(date +%s%N) - t0) / 1000000)) ms"
+
+# ---- the runs --------------------------------------------------------------
+runs="$out/fs_bench_runs.jsonl"
+: >"$runs"
+rm -f "$out"/fio/*.json 2>/dev/null || true
+
+# run_fio VARIANT TEST ROUND SECONDS: one fio run; ROUND 0 is the warm-up,
+# not recorded.  A failing or hanging fio is recorded as an error, never
+# fatal.
+run_fio() {
+  local v=$1 t=$2 round=$3 secs=$4
+  local job=${t%%-*} jobs=1
+  [[ $t == pread16-* ]] && jobs=${t#pread16-}
+  local tag="${t}_${v//=/-}_r$round" rc=0
+  local json="$out/fio/$tag.json" err="$base/logs/fio_$tag.err"
+  local limit
+  limit=$(awk -v s="$secs" 'BEGIN { printf "%d", s * 3 + 60 }')
+  FIO_FILE=$(file_for "$v" "$t") FIO_JOBS=$jobs FIO_RUNTIME=$(ms "$secs") \
+    timeout -k 10 "$limit" fio "$fio_dir/$job.fio" --output-format=json >"$json" 2>"$err" || rc=$?
+  [ "$round" = 0 ] && { rm -f "$json"; return 0; }
+  local rec
+  if [ $rc -eq 0 ] && rec=$(jq -c --arg v "$v" --arg t "$t" --arg job "$job" \
+        --argjson jobs "$jobs" --argjson round "$round" \
+        '{test: $t, job: $job, numjobs: $jobs, variant: $v, round: $round,
+          iops: .jobs[0].read.iops, bw_bytes: .jobs[0].read.bw_bytes,
+          runtime_ms: .jobs[0].job_runtime, fio_error: .jobs[0].error, ok: (.jobs[0].error == 0)}' \
+        "$json" 2>/dev/null); then
+    echo "$rec" >>"$runs"
+  else
+    printf '\nfs_bench: fio %s on %s (round %s) failed (exit %s):\n' "$t" "$v" "$round" "$rc" >&2
+    sed 's/^/  | /' "$err" | tail -5 >&2
+    jq -cn --arg v "$v" --arg t "$t" --arg job "$job" --argjson jobs "$jobs" \
+      --argjson round "$round" --argjson rc "$rc" \
+      '{test: $t, job: $job, numjobs: $jobs, variant: $v, round: $round,
+        iops: null, bw_bytes: null, ok: false, fio_exit: $rc}' >>"$runs"
+  fi
+  return 0
+}
+
+nv=${#variants[@]}
+for t in "${tests[@]}"; do
+  printf 'fs_bench: %-11s warm' "$t"
+  for v in "${variants[@]}"; do run_fio "$v" "$t" 0 "$warm"; done
+  for r in $(seq "$rounds"); do
+    printf ', round %d' "$r"
+    # Rotate the order each round: no variant always runs right after another.
+    for k in $(seq 0 $((nv - 1))); do
+      v=${variants[$(((k + r - 1) % nv))]}
+      run_fio "$v" "$t" "$r" "$runtime"
+    done
+  done
+  echo
+done
+
+# ---- the daemons' own counters -------------------------------------------
+stats_json="$base/daemon_stats.json"
+echo '{}' >"$stats_json"
+if [ -n "$norefsctl" ]; then
+  for v in "${variants[@]}"; do
+    is_daemon "$v" || continue
+    if s_=$("$norefsctl" stats --json "${mnt_of[$v]}" 2>"$base/logs/ctl_$v.err"); then
+      jq --arg v "$v" --argjson s "$s_" '.[$v] = $s' "$stats_json" >"$stats_json.new" &&
+        mv "$stats_json.new" "$stats_json"
+    else
+      echo "fs_bench: norefsctl stats on $v: $(cat "$base/logs/ctl_$v.err")" >&2
+    fi
+  done
+fi
+
+# ---- report ----------------------------------------------------------------
+config=$(jq -n --arg runtime "$runtime" --arg rounds "$rounds" --arg warm "$warm" \
+  --argjson quick "$quick" --arg norefs "$norefs" --arg minimal "$minimal" \
+  --arg max_threads "$max_threads" --argjson clone_fd "$clone_fd" --arg daemon_opts "$daemon_opts" --arg cache_size "$cache_size" \
+  --arg fio "$(fio --version)" --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
+  --arg variants "${variants[*]}" --arg skipped "$(IFS=';'; echo "${skipped[*]}")" \
+  --arg tests "${tests[*]}" \
+  '{runtime_s: ($runtime | tonumber), rounds: ($rounds | tonumber), warm_s: ($warm | tonumber),
+    quick: ($quick == 1), norefs: $norefs, minimal: $minimal,
+    max_threads: (if $max_threads == "" then "default" else ($max_threads | tonumber) end),
+    clone_fd: ($clone_fd == 1), cache_size: $cache_size, daemon_opts: $daemon_opts, fio: $fio, kernel: $kernel,
+    cpus: $cpus, variants: ($variants | split(" ")),
+    skipped: ($skipped | split(";") | map(select(. != ""))), tests: ($tests | split(" "))}')
+
+jq -s --argjson config "$config" --slurpfile stats "$stats_json" \
+  --argjson vorder "$(printf '%s\n' "${all_variants[@]}" | jq -R . | jq -s .)" \
+  --argjson torder "$(printf '%s\n' "${all_tests[@]}" | jq -R . | jq -s .)" '
+  def mean: if length == 0 then null else add / length end;
+  def idx($a): . as $x | $a | index($x);
+  def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
+  . as $runs
+  | [ $runs | group_by([.test, .variant])[]
+      | (map(select(.ok)) ) as $ok
+      | { test: .[0].test, numjobs: .[0].numjobs, variant: .[0].variant,
+          runs: length, runs_ok: ($ok | length),
+          iops: ($ok | map(.iops) | mean),
+          iops_min: ($ok | map(.iops) | min), iops_max: ($ok | map(.iops) | max),
+          bw_mib_s: ($ok | map(.bw_bytes / 1048576) | mean) }
+      | .spread = (if .iops and .iops > 0 then (.iops_max - .iops_min) / .iops else null end) ]
+  | sort_by((.test | idx($torder)), (.variant | idx($vorder))) as $rows
+  | [ $rows[] | . as $r
+      | ($rows | map(select(.test == $r.test)) | map({key: .variant, value: .iops}) | from_entries) as $by
+      | $r + { vs_cache_off: ratio($r.iops; $by["cache=off"]), vs_minimal: ratio($r.iops; $by["minimal"]) } ] as $results
+  | [ $results | map(select(.test as $t | ["pread16-2", "pread16-4", "pread16-8"] | index($t)))
+      | group_by(.test)[]
+      | (map({key: .variant, value: .iops}) | from_entries) as $by
+      | (.[0].test) as $t
+      | ( { test: $t, target: "noref >= 1.2x cache=off", noref: $by["noref"], other: $by["cache=off"],
+            ratio: ratio($by["noref"]; $by["cache=off"]), need: 1.2 },
+          { test: $t, target: "noref >= 0.9x minimal", noref: $by["noref"], other: $by["minimal"],
+            ratio: ratio($by["noref"]; $by["minimal"]), need: 0.9 } )
+      | .met = (if .ratio == null then null else .ratio >= .need end) ] as $targets
+  | { config: $config, results: $results, targets: $targets,
+      daemon_stats: $stats[0], runs: $runs }' "$runs" >"$out/fs_bench.json"
+
+jq -r '(["test", "numjobs", "variant", "runs_ok", "iops", "iops_min", "iops_max", "spread",
+         "bw_mib_s", "vs_cache_off", "vs_minimal"] | @csv),
+       (.results[] | [.test, .numjobs, .variant, .runs_ok, .iops, .iops_min, .iops_max, .spread,
+                      .bw_mib_s, .vs_cache_off, .vs_minimal] | @csv)' \
+  "$out/fs_bench.json" >"$out/fs_bench.csv"
+
+echo
+echo "fs_bench: mean of ${rounds} round(s) of ${runtime} s; spread = (max - min) / mean over rounds"
+jq -r '.results[] | [.test, .variant, .runs_ok, .runs, .iops, .spread, .bw_mib_s, .vs_cache_off,
+                     .vs_minimal] | map(if . == null then "-" else tostring end) | @tsv' \
+  "$out/fs_bench.json" | awk -F'\t' '
+  function num(x, f, k) { return x == "-" ? "-" : sprintf(f, k == "" ? x : x * k) }
+  BEGIN { printf "%-11s %-13s %5s %12s %7s %10s %9s %9s\n", "test", "variant", "runs",
+          "IOPS", "spread", "MiB/s", "/cache=off", "/minimal" }
+  $1 != prev && NR > 1 { print "" }
+  { prev = $1
+    printf "%-11s %-13s %2s/%-2s %12s %6s%% %10s %9s %9s\n", $1, $2, $3, $4, num($5, "%.0f"),
+           num($6, "%.1f", 100), num($7, "%.1f"), num($8, "%.3f"), num($9, "%.3f") }'
+
+echo
+echo "targets (16-byte pread, 2 to 8 jobs):"
+jq -r '.targets[] | [.test, .target, (.noref // "-" | tostring), (.other // "-" | tostring),
+        (.ratio // "-" | tostring), (if .met == null then "not evaluated (missing variant)"
+                                      elif .met then "met" else "NOT met" end)] | @tsv' \
+  "$out/fs_bench.json" | awk -F'\t' '
+  function num(x, f) { return x == "-" ? "-" : sprintf(f, x) }
+  { printf "  %-10s %-25s noref %10s vs %10s IOPS = %6s  %s\n", $1, $2, num($3, "%.0f"),
+           num($4, "%.0f"), num($5, "%.3f"), $6 }'
+
+if [ "$(jq '.daemon_stats | length' "$out/fs_bench.json")" -gt 0 ]; then
+  echo
+  echo "daemon counters at the end (norefsctl stats): hits, fast-path share, top stop reasons"
+  jq -r '.daemon_stats | to_entries[] | .key as $v | .value.cache as $c
+    | [$v, $c.read_path, $c.reads, $c.hits, $c.misses, $c.hit_ratio, $c.fast_share,
+       ($c.stops | to_entries | sort_by(-.value.count) | map(select(.value.count > 0))[:3]
+        | map("\(.key) \(.value.share * 100 | floor)%") | join(", "))] | map(tostring) | @tsv' \
+    "$out/fs_bench.json" | awk -F'\t' '
+    BEGIN { printf "  %-13s %-12s %12s %12s %9s %7s %7s  %s\n", "variant", "read_path", "reads",
+            "hits", "misses", "hit%", "fast%", "stops" }
+    { printf "  %-13s %-12s %12s %12s %9s %6.1f%% %6.1f%%  %s\n", $1, $2, $3, $4, $5, $6 * 100,
+             $7 * 100, $8 }'
+fi
+echo
+echo "fs_bench: results in $out/fs_bench.csv, $out/fs_bench.json (config, results, targets, runs,"
+echo "          daemon counters), raw fio JSON in $out/fio/"

@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "tools/pread_scaling.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "cache/backing.h"
+
+namespace norefs::tools {
+
+using cache::CacheCounters;
+using cache::Ctr;
+using cache::kStops;
+using cache::PageCache;
+using cache::ReadPath;
+using cache::Stop;
+
+namespace {
+
+// Per-thread things live on their own 128-byte lines (two 64-byte lines:
+// will-it-scale's choice, against the adjacent-line prefetcher), so that
+// the tool itself adds no false sharing to what it measures.  FileHandle
+// holds prev_pos, which every read stores: handles side by side in one
+// array would share a line between threads.
+constexpr std::size_t kLine = 128;
+
+struct alignas(kLine) PaddedHandle {
+  explicit PaddedHandle(std::shared_ptr<cache::CachedFile> f) : h(std::move(f)) {}
+  cache::FileHandle h;
+};
+
+struct alignas(kLine) ThreadCounter {
+  std::atomic<std::uint64_t> reads{0};  // single writer: its thread (relaxed load + store)
+};
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{kLine}); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte[], AlignedFree>;
+
+AlignedBuffer aligned_buffer(std::size_t n) {
+  std::size_t rounded = (std::max<std::size_t>(n, 1) + kLine - 1) / kLine * kLine;
+  return AlignedBuffer(static_cast<std::byte*>(::operator new[](rounded, std::align_val_t{kLine})));
+}
+
+std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131 + 7) & 0xff); }
+
+// The in-memory backing: an immutable buffer.
+class MemoryBacking final : public cache::Backing {
+ public:
+  explicit MemoryBacking(std::size_t size) : bytes_(size) {
+    for (std::size_t i = 0; i < size; i++) bytes_[i] = content_byte(i);
+  }
+  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
+    std::size_t done = 0;
+    for (int i = 0; i < iovcnt && offset < bytes_.size(); i++) {
+      std::size_t n = std::min<std::size_t>(iov[i].iov_len, bytes_.size() - offset);
+      std::memcpy(iov[i].iov_base, bytes_.data() + offset, n);
+      offset += n;
+      done += n;
+    }
+    return static_cast<ssize_t>(done);
+  }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+// A temp file of `size` bytes, already unlinked (pread1's mkstemp + unlink).
+std::unique_ptr<cache::Backing> temp_file_backing(const std::string& dir, std::size_t size) {
+  std::string path = dir + "/norefs-pread-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "mkstemp " + path);
+  unlink(path.c_str());
+  std::vector<std::byte> bytes(size);
+  for (std::size_t i = 0; i < size; i++) bytes[i] = content_byte(i);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t w = pwrite(fd, bytes.data() + done, size - done, static_cast<off_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      throw std::system_error(e, std::generic_category(), "write " + path);
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  return std::make_unique<cache::FdBacking>(fd, true);
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+}
+
+std::uint64_t delta(const CacheCounters& a, const CacheCounters& b, Ctr c) { return b[c] - a[c]; }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string si(double v) {
+  char buf[32];
+  if (!std::isfinite(v)) return "-";
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+std::string size_name(std::size_t n) {
+  if (n >= (1u << 20) && n % (1u << 20) == 0) return std::to_string(n >> 20) + "M";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + "K";
+  return std::to_string(n);
+}
+
+std::string join_u(const std::vector<unsigned>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string_view pread_variant_name(PreadVariant v) {
+  return v == PreadVariant::shared ? "shared" : "private";
+}
+
+std::optional<PreadVariant> parse_pread_variant(std::string_view s) {
+  if (s == "shared") return PreadVariant::shared;
+  if (s == "private") return PreadVariant::private_;
+  return std::nullopt;
+}
+
+std::string_view pread_backing_name(PreadBacking b) {
+  return b == PreadBacking::file ? "file" : "memory";
+}
+
+PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
+                               unsigned threads, ReadPath path) {
+  cache::PageCacheConfig cfg;
+  cfg.read_path = path;
+  cfg.pool.defer = p.defer;
+  cfg.batch = p.batch;
+  PageCache cache(cfg);
+
+  const std::size_t file_size = std::max(size, cache::kPageSize);
+  const unsigned nfiles = variant == PreadVariant::shared ? 1 : threads;
+  std::vector<std::shared_ptr<cache::CachedFile>> files;
+  for (unsigned i = 0; i < nfiles; i++) {
+    std::unique_ptr<cache::Backing> b = p.backing == PreadBacking::file
+                                            ? temp_file_backing(p.tmp_dir, file_size)
+                                            : std::make_unique<MemoryBacking>(file_size);
+    files.push_back(cache.open_file(std::move(b), file_size));
+  }
+  std::vector<std::unique_ptr<PaddedHandle>> handles;
+  for (unsigned t = 0; t < threads; t++) {
+    handles.push_back(std::make_unique<PaddedHandle>(files[t % nfiles]));
+  }
+
+  PreadMeasurement m;
+  // Warm: a pass reads once through every handle; stop after the first pass
+  // (from the second on) in which nothing stopped the fast path, nothing
+  // missed or waited and no readahead started.
+  {
+    AlignedBuffer buf = aligned_buffer(size);
+    for (unsigned pass = 1; pass <= p.max_warm_passes; pass++) {
+      CacheCounters a = cache.counters();
+      for (auto& h : handles) {
+        ssize_t r = cache.read(h->h, 0, size, buf.get());
+        if (r != static_cast<ssize_t>(size)) {
+          throw std::runtime_error("pread_scaling: warm-up read returned " + std::to_string(r) +
+                                   ", expected " + std::to_string(size));
+        }
+      }
+      CacheCounters b = cache.counters();
+      bool clean = delta(a, b, Ctr::misses) == 0 && delta(a, b, Ctr::waits) == 0 &&
+                   delta(a, b, Ctr::sync_readahead) == 0 &&
+                   delta(a, b, Ctr::async_readahead) == 0 && delta(a, b, Ctr::readahead_pages) == 0;
+      for (std::size_t s = 0; s < kStops; s++) {
+        clean = clean && delta(a, b, cache::stop_counter(static_cast<Stop>(s))) == 0;
+      }
+      m.warm_passes = pass;
+      if (clean && pass >= 2) {
+        m.warm = true;
+        break;
+      }
+    }
+  }
+
+  std::vector<ThreadCounter> counters(threads);
+  std::atomic<int> go{0};
+  std::atomic<bool> stop{false}, failed{false};
+  std::vector<int> cpus = p.pin ? allowed_cpus() : std::vector<int>{};
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; t++) {
+    workers.emplace_back([&, t] {
+      if (!cpus.empty()) pin_to(cpus[t % cpus.size()]);
+      AlignedBuffer buf = aligned_buffer(size);
+      cache::FileHandle& h = handles[t]->h;
+      std::atomic<std::uint64_t>& reads = counters[t].reads;
+      const ssize_t want = static_cast<ssize_t>(size);
+      go.wait(0, std::memory_order_acquire);
+      // Relaxed: a flag polled per read; it publishes nothing.
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (cache.read(h, 0, size, buf.get()) != want)
+          failed.store(true, std::memory_order_relaxed);
+        reads.store(reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+    });
+  }
+
+  // Relaxed snapshots: each counter has one writer; we want each value, not
+  // an order between them (as will-it-scale's parent reads its children).
+  auto snapshot = [&] {
+    std::vector<std::uint64_t> v(threads);
+    for (unsigned t = 0; t < threads; t++) v[t] = counters[t].reads.load(std::memory_order_relaxed);
+    return v;
+  };
+  go.store(1, std::memory_order_release);
+  go.notify_all();
+  // Count only once every thread is reading (will-it-scale waits for all
+  // its tasks), then after `settle` more.
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);;) {
+    bool all = true;
+    for (auto& c : counters) all = all && c.reads.load(std::memory_order_relaxed) > 0;
+    if (all || failed.load(std::memory_order_relaxed) ||
+        std::chrono::steady_clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.settle));
+  CacheCounters c0 = cache.counters();
+  std::vector<std::uint64_t> r0 = snapshot();
+  auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
+  std::vector<std::uint64_t> r1 = snapshot();
+  auto t1 = std::chrono::steady_clock::now();
+  CacheCounters c1 = cache.counters();
+  stop.store(true, std::memory_order_relaxed);
+  for (auto& w : workers) w.join();
+  if (failed.load(std::memory_order_relaxed)) {
+    throw std::runtime_error("pread_scaling: a timed read returned a short count or an error");
+  }
+
+  m.seconds = std::chrono::duration<double>(t1 - t0).count();
+  m.thread_reads_min = std::numeric_limits<std::uint64_t>::max();
+  for (unsigned t = 0; t < threads; t++) {
+    std::uint64_t n = r1[t] - r0[t];
+    m.reads += n;
+    m.thread_reads_min = std::min(m.thread_reads_min, n);
+    m.thread_reads_max = std::max(m.thread_reads_max, n);
+  }
+  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
+  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
+                          : std::numeric_limits<double>::infinity();
+  m.cache_reads = delta(c0, c1, Ctr::reads);
+  m.fast_reads = delta(c0, c1, Ctr::fast_reads);
+  m.slow_hits = delta(c0, c1, Ctr::slow_hits);
+  m.misses = delta(c0, c1, Ctr::misses);
+  m.waits = delta(c0, c1, Ctr::waits);
+  for (std::size_t s = 0; s < kStops; s++) {
+    m.stops[s] = delta(c0, c1, cache::stop_counter(static_cast<Stop>(s)));
+  }
+  handles.clear();
+  files.clear();
+  return m;
+}
+
+void aggregate_pread_rows(std::vector<PreadRow>& rows) {
+  auto find_ref = [&](const PreadRow& r) -> const PreadRow* {
+    for (const auto& x : rows) {
+      if (x.size == r.size && x.variant == r.variant && x.threads == r.threads &&
+          x.path == ReadPath::ref)
+        return &x;
+    }
+    return nullptr;
+  };
+  for (auto& row : rows) {
+    std::vector<double> rate, ns;
+    std::uint64_t cache_reads = 0, fast = 0;
+    std::array<std::uint64_t, kStops> stops{};
+    row.all_warm = true;
+    for (const auto& m : row.rounds) {
+      rate.push_back(m.reads_per_sec);
+      ns.push_back(m.ns_per_read);
+      cache_reads += m.cache_reads;
+      fast += m.fast_reads;
+      for (std::size_t s = 0; s < kStops; s++) stops[s] += m.stops[s];
+      row.all_warm = row.all_warm && m.warm;
+    }
+    row.reads_per_sec = median(rate);
+    row.reads_per_sec_min = rate.empty() ? 0 : *std::min_element(rate.begin(), rate.end());
+    row.reads_per_sec_max = rate.empty() ? 0 : *std::max_element(rate.begin(), rate.end());
+    row.ns_per_read = median(ns);
+    double mreads = static_cast<double>(cache_reads) / 1e6;
+    for (std::size_t s = 0; s < kStops; s++) {
+      row.stops_per_mread[s] = cache_reads ? static_cast<double>(stops[s]) / mreads : 0;
+    }
+    row.fast_read_fraction =
+        cache_reads ? static_cast<double>(fast) / static_cast<double>(cache_reads) : 0;
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto& row : rows) {
+    const PreadRow* ref = find_ref(row);
+    std::vector<double> ratios;
+    if (ref) {
+      for (std::size_t i = 0; i < row.rounds.size() && i < ref->rounds.size(); i++) {
+        if (ref->rounds[i].reads_per_sec > 0) {
+          ratios.push_back(row.rounds[i].reads_per_sec / ref->rounds[i].reads_per_sec);
+        }
+      }
+    }
+    row.ratio_to_ref = ratios.empty() ? nan : median(ratios);
+    row.ratio_to_ref_min = ratios.empty() ? nan : *std::min_element(ratios.begin(), ratios.end());
+    row.ratio_to_ref_max = ratios.empty() ? nan : *std::max_element(ratios.begin(), ratios.end());
+  }
+}
+
+std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows) {
+  auto find = [&](std::size_t size, PreadVariant v, unsigned n, ReadPath path) -> const PreadRow* {
+    for (const auto& r : rows) {
+      if (r.size == size && r.variant == v && r.threads == n && r.path == path && !r.rounds.empty())
+        return &r;
+    }
+    return nullptr;
+  };
+  auto make_target = [](std::string id, std::string description) {
+    PreadTarget t;
+    t.id = std::move(id);
+    t.description = std::move(description);
+    return t;
+  };
+  char buf[512];
+  std::vector<PreadTarget> out;
+  const auto shared = PreadVariant::shared;
+
+  {  // (a) 16 B of one shared page, 2 threads: noref >= 3x ref.
+    PreadTarget t =
+        make_target("a", "16-byte reads of one shared page, 2 threads: noref reads/s >= 3x ref's");
+    t.threshold = 3.0;
+    const PreadRow *n = find(16, shared, 2, ReadPath::noref),
+                   *r = find(16, shared, 2, ReadPath::ref);
+    if (n && r) {
+      t.measured = true;
+      t.value = n->reads_per_sec / r->reads_per_sec;
+      t.met = t.value >= t.threshold;
+      std::snprintf(buf, sizeof buf,
+                    "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f)",
+                    si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), t.value,
+                    n->ratio_to_ref_min, n->ratio_to_ref_max);
+      t.detail = buf;
+    }
+    out.push_back(t);
+  }
+  {  // (b) noref at 2 threads >= 1.8x its own 1-thread reads/s.
+    PreadTarget t =
+        make_target("b", "16-byte reads of one shared page: noref at 2 threads >= 1.8x noref at 1");
+    t.threshold = 1.8;
+    const PreadRow *two = find(16, shared, 2, ReadPath::noref),
+                   *one = find(16, shared, 1, ReadPath::noref);
+    if (two && one) {
+      t.measured = true;
+      t.value = two->reads_per_sec / one->reads_per_sec;
+      t.met = t.value >= t.threshold;
+      std::snprintf(buf, sizeof buf, "2 threads %s reads/s / 1 thread %s reads/s = %.2fx",
+                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), t.value);
+      t.detail = buf;
+    }
+    out.push_back(t);
+  }
+  {  // (c) 1 thread: noref ns/read <= 0.95x ref's.
+    PreadTarget t = make_target("c", "16-byte reads, 1 thread: noref ns/read <= 0.95x ref's");
+    t.threshold = 0.95;
+    const PreadRow *n = find(16, shared, 1, ReadPath::noref),
+                   *r = find(16, shared, 1, ReadPath::ref);
+    if (n && r) {
+      t.measured = true;
+      t.value = n->ns_per_read / r->ns_per_read;
+      t.met = t.value <= t.threshold;
+      std::snprintf(buf, sizeof buf, "noref %.1f ns/read / ref %.1f ns/read = %.3fx",
+                    n->ns_per_read, r->ns_per_read, t.value);
+      t.detail = buf;
+    }
+    out.push_back(t);
+  }
+  // (d) 64 KiB and 1 MiB: noref no slower than ref, for every variant and
+  // thread count measured.  Noise: the larger relative half-range over
+  // rounds of the two rows; "within noise" counts as met and says so.
+  bool any_d = false;
+  for (std::size_t size : {std::size_t{65536}, std::size_t{1048576}}) {
+    for (const auto& n : rows) {
+      if (n.size != size || n.path != ReadPath::noref || n.rounds.empty()) continue;
+      const PreadRow* r = find(size, n.variant, n.threads, ReadPath::ref);
+      if (!r) continue;
+      any_d = true;
+      PreadTarget t = make_target(
+          "d", size_name(size) + " reads, " + std::string(pread_variant_name(n.variant)) + ", " +
+                   std::to_string(n.threads) +
+                   " thread(s): noref no slower than ref (ratio >= 1.0 within noise)");
+      t.threshold = 1.0;
+      t.measured = true;
+      t.value = n.reads_per_sec / r->reads_per_sec;
+      auto half_range = [](const PreadRow& x) {
+        return x.reads_per_sec > 0
+                   ? (x.reads_per_sec_max - x.reads_per_sec_min) / (2 * x.reads_per_sec)
+                   : 0.0;
+      };
+      double noise = std::max(half_range(n), half_range(*r));
+      t.met = t.value >= 1.0 - noise;
+      std::snprintf(buf, sizeof buf, "noref %s reads/s / ref %s reads/s = %.3fx (noise +-%.1f%%%s)",
+                    si(n.reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), t.value, 100 * noise,
+                    t.met && t.value < 1.0 ? ", met only within noise" : "");
+      t.detail = buf;
+      out.push_back(t);
+    }
+  }
+  if (!any_d) {
+    PreadTarget t =
+        make_target("d", "64K and 1M reads: noref no slower than ref (ratio >= 1.0 within noise)");
+    t.threshold = 1.0;
+    out.push_back(t);
+  }
+  return out;
+}
+
+PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
+                                     const std::function<void(const std::string&)>& progress) {
+  PreadScalingResult res;
+  res.params = p;
+  res.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (std::size_t size : p.sizes) {
+    for (PreadVariant v : p.variants) {
+      for (unsigned n : p.threads) {
+        for (ReadPath path : p.paths) {
+          PreadRow row;
+          row.size = size;
+          row.variant = v;
+          row.threads = n;
+          row.path = path;
+          res.rows.push_back(row);
+        }
+      }
+    }
+  }
+  for (unsigned round = 0; round < p.rounds; round++) {
+    auto start = std::chrono::steady_clock::now();
+    for (auto& row : res.rows) {
+      row.rounds.push_back(measure_pread(p, row.size, row.variant, row.threads, row.path));
+    }
+    if (progress) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress("round " + std::to_string(round + 1) + "/" + std::to_string(p.rounds) + " done (" +
+               std::to_string(static_cast<int>(secs)) + " s)");
+    }
+  }
+  aggregate_pread_rows(res.rows);
+  res.targets = evaluate_pread_targets(res.rows);
+  return res;
+}
+
+std::string describe_pread_config(const PreadScalingParams& p, long cpus) {
+  std::ostringstream os;
+  os << "norefs_pread_scaling: paths=";
+  for (std::size_t i = 0; i < p.paths.size(); i++) {
+    os << (i ? "," : "") << cache::read_path_name(p.paths[i]);
+  }
+  os << " sizes=";
+  for (std::size_t i = 0; i < p.sizes.size(); i++) os << (i ? "," : "") << p.sizes[i];
+  os << " variants=";
+  for (std::size_t i = 0; i < p.variants.size(); i++) {
+    os << (i ? "," : "") << pread_variant_name(p.variants[i]);
+  }
+  os << " threads=" << join_u(p.threads) << "\n  seconds=" << p.seconds << " settle=" << p.settle
+     << " rounds=" << p.rounds << " batch=" << p.batch << " defer=" << (p.defer ? "on" : "off")
+     << " pin=" << (p.pin ? "on" : "off") << " backing=" << pread_backing_name(p.backing);
+  if (p.backing == PreadBacking::file) os << " (" << p.tmp_dir << ")";
+  os << " offset=0 file=max(size,4096) cpus=" << cpus << "\n";
+  return os.str();
+}
+
+std::string format_pread_table(const PreadScalingResult& r) {
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-6s %-7s %3s %-12s %9s %19s %8s %7s %13s  %s\n", "size",
+                "variant", "thr", "path", "reads/s", "(min-max)", "ns/read", "vs ref", "(min-max)",
+                "fast-path stops per Mread");
+  os << line;
+  const PreadRow* prev = nullptr;
+  for (const auto& row : r.rows) {
+    if (prev &&
+        (prev->size != row.size || prev->variant != row.variant || prev->threads != row.threads)) {
+      os << "\n";
+    }
+    prev = &row;
+    std::string stops;
+    for (std::size_t s = 0; s < kStops; s++) {
+      if (row.stops_per_mread[s] <= 0) continue;
+      char b[64];
+      std::snprintf(b, sizeof b, "%s%s=%.3g", stops.empty() ? "" : " ",
+                    std::string(cache::stop_name(static_cast<Stop>(s))).c_str(),
+                    row.stops_per_mread[s]);
+      stops += b;
+    }
+    if (stops.empty()) stops = "-";
+    if (!row.all_warm) stops += "  (NOT warm: no clean warm-up pass)";
+    std::string range = si(row.reads_per_sec_min) + "-" + si(row.reads_per_sec_max);
+    char ratio[16], rrange[32];
+    if (std::isfinite(row.ratio_to_ref)) {
+      std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio_to_ref);
+      std::snprintf(rrange, sizeof rrange, "%.2f-%.2f", row.ratio_to_ref_min, row.ratio_to_ref_max);
+    } else {
+      std::snprintf(ratio, sizeof ratio, "-");
+      std::snprintf(rrange, sizeof rrange, "-");
+    }
+    std::snprintf(line, sizeof line, "%-6s %-7s %3u %-12s %9s %19s %8.1f %7s %13s  %s\n",
+                  size_name(row.size).c_str(), std::string(pread_variant_name(row.variant)).c_str(),
+                  row.threads, std::string(cache::read_path_name(row.path)).c_str(),
+                  si(row.reads_per_sec).c_str(), range.c_str(), row.ns_per_read, ratio, rrange,
+                  stops.c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+std::string format_pread_targets(const PreadScalingResult& r) {
+  std::ostringstream os;
+  os << "targets (from the medians of " << r.params.rounds << " round(s)):\n";
+  for (const auto& t : r.targets) {
+    os << "  (" << t.id << ") " << t.description << "\n      ";
+    if (!t.measured) {
+      os << "not measured (its sizes, variants, threads or paths were not in this run)\n";
+      continue;
+    }
+    os << t.detail << ": " << (t.met ? "met" : "NOT met") << "\n";
+  }
+  return os.str();
+}
+
+namespace {
+
+nlohmann::json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::string pread_csv(const PreadScalingResult& r) {
+  std::ostringstream os;
+  os << "size,variant,threads,path,rounds,reads_per_sec,reads_per_sec_min,reads_per_sec_max,"
+        "ns_per_read,ratio_to_ref,ratio_to_ref_min,ratio_to_ref_max,fast_read_fraction,warm";
+  for (std::size_t s = 0; s < kStops; s++) {
+    os << ",stops_per_mread_" << cache::stop_name(static_cast<Stop>(s));
+  }
+  os << "\n";
+  auto num = [](double v) {
+    if (!std::isfinite(v)) return std::string();
+    char b[64];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return std::string(b);
+  };
+  for (const auto& row : r.rows) {
+    os << row.size << ',' << pread_variant_name(row.variant) << ',' << row.threads << ','
+       << cache::read_path_name(row.path) << ',' << row.rounds.size() << ','
+       << num(row.reads_per_sec) << ',' << num(row.reads_per_sec_min) << ','
+       << num(row.reads_per_sec_max) << ',' << num(row.ns_per_read) << ',' << num(row.ratio_to_ref)
+       << ',' << num(row.ratio_to_ref_min) << ',' << num(row.ratio_to_ref_max) << ','
+       << num(row.fast_read_fraction) << ',' << (row.all_warm ? 1 : 0);
+    for (std::size_t s = 0; s < kStops; s++) os << ',' << num(row.stops_per_mread[s]);
+    os << "\n";
+  }
+  return os.str();
+}
+
+std::string pread_json(const PreadScalingResult& r) {
+  const PreadScalingParams& p = r.params;
+  nlohmann::json cfg = {{"seconds", p.seconds},
+                        {"settle", p.settle},
+                        {"rounds", p.rounds},
+                        {"batch", p.batch},
+                        {"defer", p.defer},
+                        {"pin", p.pin},
+                        {"backing", pread_backing_name(p.backing)},
+                        {"sizes", p.sizes},
+                        {"threads", p.threads},
+                        {"cpus", r.cpus}};
+  for (ReadPath path : p.paths) cfg["paths"].push_back(cache::read_path_name(path));
+  for (PreadVariant v : p.variants) cfg["variants"].push_back(pread_variant_name(v));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json stops = nlohmann::json::object();
+    for (std::size_t s = 0; s < kStops; s++) {
+      stops[std::string(cache::stop_name(static_cast<Stop>(s)))] = row.stops_per_mread[s];
+    }
+    nlohmann::json rounds = nlohmann::json::array();
+    for (const auto& m : row.rounds) {
+      nlohmann::json ms = nlohmann::json::object();
+      for (std::size_t s = 0; s < kStops; s++) {
+        ms[std::string(cache::stop_name(static_cast<Stop>(s)))] = m.stops[s];
+      }
+      rounds.push_back({{"reads", m.reads},
+                        {"seconds", m.seconds},
+                        {"reads_per_sec", m.reads_per_sec},
+                        {"ns_per_read", finite_or_null(m.ns_per_read)},
+                        {"thread_reads_min", m.thread_reads_min},
+                        {"thread_reads_max", m.thread_reads_max},
+                        {"cache_reads", m.cache_reads},
+                        {"fast_reads", m.fast_reads},
+                        {"slow_hits", m.slow_hits},
+                        {"misses", m.misses},
+                        {"waits", m.waits},
+                        {"stops", ms},
+                        {"warm_passes", m.warm_passes},
+                        {"warm", m.warm}});
+    }
+    rows.push_back({{"size", row.size},
+                    {"variant", pread_variant_name(row.variant)},
+                    {"threads", row.threads},
+                    {"path", cache::read_path_name(row.path)},
+                    {"reads_per_sec", finite_or_null(row.reads_per_sec)},
+                    {"reads_per_sec_min", row.reads_per_sec_min},
+                    {"reads_per_sec_max", row.reads_per_sec_max},
+                    {"ns_per_read", finite_or_null(row.ns_per_read)},
+                    {"ratio_to_ref", finite_or_null(row.ratio_to_ref)},
+                    {"ratio_to_ref_min", finite_or_null(row.ratio_to_ref_min)},
+                    {"ratio_to_ref_max", finite_or_null(row.ratio_to_ref_max)},
+                    {"stops_per_mread", stops},
+                    {"fast_read_fraction", row.fast_read_fraction},
+                    {"warm", row.all_warm},
+                    {"rounds", rounds}});
+  }
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& t : r.targets) {
+    targets.push_back({{"id", t.id},
+                       {"description", t.description},
+                       {"measured", t.measured},
+                       {"met", t.measured ? nlohmann::json(t.met) : nlohmann::json(nullptr)},
+                       {"value", t.measured ? finite_or_null(t.value) : nlohmann::json(nullptr)},
+                       {"threshold", t.threshold},
+                       {"detail", t.detail}});
+  }
+  return nlohmann::json{{"config", cfg}, {"rows", rows}, {"targets", targets}}.dump(2) + "\n";
+}
+
+}  // namespace norefs::tools

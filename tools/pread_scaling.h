@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// tools/pread_scaling.h — in-process pread scaling, will-it-scale style
+// (prior-art.md §5: pread1, pread2), over the page cache library.
+//
+// One measurement: a fresh PageCache with one read path, N threads, each
+// with its own FileHandle (its own readahead state, like an fd per task),
+// reading `size` bytes at offset 0 in a loop and counting reads in its own
+// cache line.  The file is max(size, one page) long:
+//  - shared  (pread2): one file, every thread its own handle on it;
+//  - private (pread1): one file per thread.
+// Before timing, the cache is warmed through every handle until one whole
+// pass of reads finds every page cached, referenced and active (no fast-path
+// stop, no miss, no wait): from then on noref takes its fast path on every
+// read.  Then the threads run for `settle` (not counted) and `seconds`
+// (counted); the stop counters of the timed part say whether that held.
+//
+// A run interleaves everything: for each round, for each (size, variant,
+// threads), every path in turn, each with its own cache (the refcount
+// discipline differs), so that machine drift hits all paths alike.  Rows
+// report the median over rounds, the min-max, and the median of the ratio
+// to `ref` measured in the same round.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/cache_stats.h"
+#include "cache/page_cache.h"
+
+namespace norefs::tools {
+
+enum class PreadVariant { shared, private_ };
+std::string_view pread_variant_name(PreadVariant v);  // "shared", "private"
+std::optional<PreadVariant> parse_pread_variant(std::string_view s);
+
+// Where the file's bytes come from before they are cached.
+enum class PreadBacking { file, memory };  // a temp file (FdBacking) / a buffer
+std::string_view pread_backing_name(PreadBacking b);
+
+struct PreadScalingParams {
+  std::vector<cache::ReadPath> paths{cache::ReadPath::noref, cache::ReadPath::ref,
+                                     cache::ReadPath::ref_fetchadd, cache::ReadPath::stackcopy};
+  std::vector<std::size_t> sizes{1, 16, 32, 256, 1024, 4096, 65536, 1048576};
+  std::vector<PreadVariant> variants{PreadVariant::shared, PreadVariant::private_};
+  std::vector<unsigned> threads{1, 2, 4};
+  double seconds = 1.0;  // counted, per measurement
+  double settle = 0.05;  // threads run this long before counting starts
+  unsigned rounds = 3;
+  unsigned batch = cache::PageCacheConfig{}.batch;  // fast path: pages per section
+  bool defer = true;                                // PagePoolConfig::defer
+  bool pin = true;  // thread t on the t-th allowed CPU (mod their number)
+  PreadBacking backing = PreadBacking::file;
+  std::string tmp_dir = "/tmp";
+  unsigned max_warm_passes = 64;
+};
+
+// One (round, size, variant, threads, path).
+struct PreadMeasurement {
+  std::uint64_t reads = 0;  // counted by the threads during `seconds`
+  double seconds = 0;       // measured
+  double reads_per_sec = 0;
+  double ns_per_read = 0;  // per thread: threads * seconds / reads
+  std::uint64_t thread_reads_min = 0, thread_reads_max = 0;
+  // The cache's counters over the same interval (sum of its per-thread slots).
+  std::uint64_t cache_reads = 0, fast_reads = 0, slow_hits = 0, misses = 0, waits = 0;
+  std::array<std::uint64_t, cache::kStops> stops{};
+  unsigned warm_passes = 0;  // passes until one was clean
+  bool warm = false;         // a clean pass happened within max_warm_passes
+};
+
+// A (size, variant, threads, path) over rounds.
+struct PreadRow {
+  std::size_t size = 0;
+  PreadVariant variant = PreadVariant::shared;
+  unsigned threads = 0;
+  cache::ReadPath path = cache::ReadPath::noref;
+  std::vector<PreadMeasurement> rounds;
+  double reads_per_sec = 0, reads_per_sec_min = 0, reads_per_sec_max = 0;  // median, min, max
+  double ns_per_read = 0;                                                  // median
+  // Median (min, max) over rounds of reads/s / ref's reads/s in the same
+  // round; NaN if ref was not measured.
+  double ratio_to_ref = 0, ratio_to_ref_min = 0, ratio_to_ref_max = 0;
+  // Fast-path stops per million reads, by reason, over all rounds.
+  std::array<double, cache::kStops> stops_per_mread{};
+  double fast_read_fraction = 0;  // fast_reads / cache_reads, over all rounds
+  bool all_warm = true;
+};
+
+// One of the targets, evaluated from measured medians.
+struct PreadTarget {
+  std::string id;           // "a", "b", "c", "d"
+  std::string description;  // what is compared, and the threshold
+  bool measured = false;    // false: the rows it needs were not measured
+  bool met = false;
+  double value = 0;      // the measured ratio
+  double threshold = 0;  // the target's bound
+  std::string detail;    // the numbers, human-readable
+};
+
+struct PreadScalingResult {
+  PreadScalingParams params;
+  long cpus = 0;               // online CPUs
+  std::vector<PreadRow> rows;  // sizes x variants x threads x paths, in that order
+  std::vector<PreadTarget> targets;
+};
+
+// Runs the whole sweep.  `progress`, if set, gets a line after each round.
+// Throws std::system_error if a temp file cannot be made.
+PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
+                                     const std::function<void(const std::string&)>& progress = {});
+
+// One measurement with a fresh cache (what run_pread_scaling() repeats).
+PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
+                               unsigned threads, cache::ReadPath path);
+
+// Aggregates measurements per row (rounds: one vector per row in the order of
+// `rows`, filled in) and computes ratios; then the targets.
+void aggregate_pread_rows(std::vector<PreadRow>& rows);
+std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows);
+
+// Output.  The effective configuration (one or two lines), the table, the
+// targets, and the machine-readable forms of the same rows.
+std::string describe_pread_config(const PreadScalingParams& p, long cpus);
+std::string format_pread_table(const PreadScalingResult& r);
+std::string format_pread_targets(const PreadScalingResult& r);
+std::string pread_csv(const PreadScalingResult& r);
+std::string pread_json(const PreadScalingResult& r);  // {config, rows, targets}
+
+}  // namespace norefs::tools
