@@ -247,7 +247,15 @@ int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::si
   CacheSlot& st = stats_.slot();
   const std::uint64_t end = pos + len;
   const std::uint64_t first = pos >> kPageShift, last = (end - 1) >> kPageShift;
-  bool room = reserve(count_cached(f, first, last), st);
+  // Copies made: at most what was reserved (the count is capped, and a fill
+  // may publish pages in the range after it was taken).
+  std::unique_lock reserving(reserve_mu_, std::defer_lock);
+  std::size_t room = ~std::size_t{0};
+  if (config_.limit_pages) {
+    reserving.lock();
+    std::size_t want = count_cached(f, first, last);
+    room = reserve(want, st) ? want : 0;
+  }
   int err = 0;
   PageList out;
   {
@@ -256,7 +264,9 @@ int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::si
       std::uint64_t base = p->index << kPageShift;
       std::uint64_t from = std::max(pos, base), to = std::min(end, base + kPageSize);
       const auto* src = static_cast<const std::byte*>(data) + (from - pos);
-      if (int e = update_locked(f, p, from - base, to - base, src, room, out)) err = e;
+      bool copy = room > 0 && pg::is_uptodate(*p);
+      if (copy) room--;
+      if (int e = update_locked(f, p, from - base, to - base, src, copy, out)) err = e;
     }
     // After the index: a reader that sees the new size sees the new pages.
     if (end > f.size_.load(std::memory_order_relaxed)) {
@@ -270,6 +280,8 @@ int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::si
 
 int PageCache::truncate(CachedFile& f, std::uint64_t size) {
   CacheSlot& st = stats_.slot();
+  std::unique_lock reserving(reserve_mu_, std::defer_lock);
+  if (config_.limit_pages) reserving.lock();
   bool room = reserve(1, st);
   int err = 0;
   PageList out;
@@ -303,6 +315,8 @@ int PageCache::punch(CachedFile& f, std::uint64_t off, std::uint64_t len) {
   if (len == 0) return 0;
   CacheSlot& st = stats_.slot();
   const std::uint64_t end = off + len < off ? ~std::uint64_t{0} : off + len;
+  std::unique_lock reserving(reserve_mu_, std::defer_lock);
+  if (config_.limit_pages) reserving.lock();
   bool room = reserve(2, st);
   int err = 0;
   PageList out;
@@ -420,7 +434,9 @@ std::size_t PageCache::shrink(std::size_t want, CacheSlot& st) {
 // a little more than asked (the next fills find room without waiting) and,
 // if what waits is what keeps us over, wait for it: synchronous
 // back-pressure, the hard bound.  False if nothing can be evicted or
-// waited for.  Context: no lock held, not in a read-side section.
+// waited for.  Context: reserve_mu_ held if there is a limit (the caller
+// allocates what it reserved before dropping it), no other lock, not in a
+// read-side section.
 bool PageCache::reserve(std::size_t pages, CacheSlot& st) {
   const std::size_t limit = config_.limit_pages;
   if (limit == 0 || pages == 0) return true;

@@ -48,11 +48,14 @@
 //
 // ── Lock order ─────────────────────────────────────────────────────────────
 //   caller's writer lock of the file (the daemon's, like i_rwsem)
+//     -> PageCache::reserve_mu_ (with a limit only)
 //     -> CachedFile::mu_ -> PageCache::lru_mu_
 //   Eviction holds lru_mu_ and only try-locks CachedFile::mu_ (reverse
 //   order, so it never waits).  No lock is taken inside a read-side section
 //   by the fast path; the reference path takes none inside one either.
-//   Nothing waits for a grace period holding any of them.
+//   Nothing waits for a grace period holding any of them, except that
+//   reserve() drains holding reserve_mu_, which no reader ever waits for
+//   inside a read-side section.
 //
 // ── Page states in a file's index ─────────────────────────────────────────
 //   !uptodate: being filled by a readahead; the filler holds a reference
@@ -190,7 +193,9 @@ struct ReadOptions {
 };
 
 // read_iov's sender: called inside the read-side section with iovecs that
-// point into cache pages; they are valid only until it returns.
+// point into cache pages; they are valid only until it returns.  read_iov
+// touches neither the handle nor the file after calling it, so the sender
+// may complete the request (after which the handle may be freed).
 using IovSender = std::function<void(const iovec* iov, int iovcnt)>;
 
 class PageCache {
@@ -319,6 +324,9 @@ class PageCache {
   struct Lru;
   std::unique_ptr<Lru> lru_;  // guarded by lru_mu_
   std::mutex lru_mu_;
+  // With a limit: held from reserve() until the pages it made room for are
+  // allocated, so that two reservations never count the same room.
+  std::mutex reserve_mu_;
 
   struct ReadaheadQueue;
   std::unique_ptr<ReadaheadQueue> ra_queue_;

@@ -238,9 +238,10 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
   for (;;) {
     const std::uint64_t isize0 = f.size();
     if (pos >= isize0) return 0;
+    // Before every page, cached or not (filemap_get_pages()' signal check).
+    if (interrupted(opt)) return -EINTR;
     Page* p = get_page(f, idx);
     if (!p) {
-      if (interrupted(opt)) return -EINTR;
       if (!missed) bump(st, Ctr::misses);
       missed = true;
       int err = sync_readahead(h, idx, req_pages, opt, st);
@@ -302,6 +303,7 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
   const std::uint64_t prev = h.ra.prev_pos.load(std::memory_order_relaxed);
   const bool same_as_prev = prev > 0 && ((prev - 1) >> kPageShift) == (pos >> kPageShift);
   const bool fast = config_.read_path == ReadPath::noref || config_.read_path == ReadPath::stackcopy;
+  bool by_reference = false;  // the reference path read part of this request
   int err = 0;
   while (done < len) {
     if (fast && stopped == Stop::kCount) {
@@ -310,10 +312,11 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
         BufferSink sink{buf + done};
         rcu::ReadGuard g;
         r = fast_locked(h, pos + done, len - done, sink, opt, st);
-      } else if (len - done <= config_.stackcopy_max &&
-                 ((pos + done) & (kPageSize - 1)) + (len - done) <= kPageSize) {
-        r = fast_stackcopy(h, pos + done, len - done, buf + done, opt, st);
-      }  // else: too large for the stack copy, the reference path reads it
+      } else if (done == 0 && len <= config_.stackcopy_max &&
+                 (pos & (kPageSize - 1)) + len <= kPageSize) {
+        r = fast_stackcopy(h, pos, len, buf, opt, st);
+      }  // else: too large for the stack copy (the request, not what is
+         // left of it), the reference path reads it
       done += r.n;
       if (r.complete) break;
       if (r.stop != Stop::kCount) bump(st, stop_counter(r.stop));
@@ -324,6 +327,7 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
     }
     bool mark = stopped == Stop::accessed || done > 0 || !same_as_prev;
     stopped = Stop::kCount;
+    by_reference = true;
     ssize_t n = slow_page(h, pos + done, len - done, buf + done, mark, opt, st);
     if (n < 0) {
       err = static_cast<int>(n);
@@ -334,6 +338,9 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
     if (interrupted(opt)) break;
   }
   h.ra.prev_pos.store(pos + done, std::memory_order_relaxed);
+  // Served entirely by the fast path, in several batches or by the stack
+  // copy (read() counts a request done in one batch itself).
+  if (fast && !by_reference) bump(st, Ctr::fast_reads);
   bump(st, Ctr::bytes, done);
   if (done == 0 && err != 0) return err;
   return static_cast<ssize_t>(done);
@@ -380,6 +387,10 @@ ssize_t PageCache::read_iov(FileHandle& h, std::uint64_t pos, std::size_t len, s
     rcu::ReadGuard g;
     r = fast_locked(h, pos, len, sink, opt, st);
     if (r.complete) {
+      // Everything that touches the handle happens before send(): once the
+      // reply is out, the client may close the handle and the daemon free
+      // it on another thread.
+      h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
       send(iov, sink.cnt);
     } else {
       // Not all of it: what the fast path found goes into buf while the
@@ -393,7 +404,6 @@ ssize_t PageCache::read_iov(FileHandle& h, std::uint64_t pos, std::size_t len, s
   }
   if (r.complete) {
     *sent = true;
-    h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
     bump(st, Ctr::fast_reads);
     bump(st, Ctr::zero_copy_reads);
     bump(st, Ctr::bytes, r.n);

@@ -164,16 +164,21 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
   std::uint64_t last = (isize - 1) >> kPageShift;
   if (start > last) return 0;
   n = std::min(n, last - start + 1);
-  if (!reserve(n, st)) {
-    if (n == 1 || !reserve(1, st)) return -ENOMEM;
-    n = 1;
-  }
   std::vector<Page*> pages;
   pages.reserve(n);
-  for (std::uint64_t i = 0; i < n; i++) {
-    Page* p = pool_.alloc();
-    if (!p) break;
-    pages.push_back(p);
+  {
+    // The reservation and the allocations it made room for are one step.
+    std::unique_lock reserving(reserve_mu_, std::defer_lock);
+    if (config_.limit_pages) reserving.lock();
+    if (!reserve(n, st)) {
+      if (n == 1 || !reserve(1, st)) return -ENOMEM;
+      n = 1;
+    }
+    for (std::uint64_t i = 0; i < n; i++) {
+      Page* p = pool_.alloc();
+      if (!p) break;
+      pages.push_back(p);
+    }
   }
   if (pages.empty()) return -ENOMEM;
   n = pages.size();

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// tests/fs/coherence_mmap_test.cc — a backing file changed from outside the
+// mount (seen on the next open; getattr after coherence_timeout), and
+// mmap/exec: MAP_PRIVATE and exec work; MAP_SHARED fails with ENODEV under
+// direct_io (the default) and works with kernel_cache.
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <string>
+#include <thread>
+
+#include "fs_test_util.h"
+
+extern char** environ;
+
+namespace norefs::fs::test {
+namespace {
+
+// ── Coherence with the backing dir ──
+
+using CoherenceTest = MountTest;
+
+// Each change is made in the backing file while a descriptor through the
+// mount keeps the daemon's cached file alive; a new open sees it.
+TEST_F(CoherenceTest, BackingChangedOutsideIsSeenOnNextOpen) {
+  std::string model = random_bytes(3 * kPage + 10, 500);
+  write_file(m("f"), model);
+  Fd keep(m("f"), O_RDONLY);
+  EXPECT_BYTES_EQ(model, pread_str(keep.get(), model.size(), 0));  // cached
+  {
+    SCOPED_TRACE("same size, new bytes, written in place");
+    model = random_bytes(model.size(), 501);
+    Fd bf(b("f"), O_WRONLY);
+    pwrite_all(bf.get(), model, 0);
+  }
+  EXPECT_BYTES_EQ(model, read_file(m("f")));
+  {
+    SCOPED_TRACE("a few bytes inside one cached page");
+    Fd bf(b("f"), O_WRONLY);
+    pwrite_all(bf.get(), "inside", kPage + 50);
+    model_write(model, "inside", kPage + 50);
+  }
+  EXPECT_BYTES_EQ(model, read_file(m("f")));
+  {
+    SCOPED_TRACE("grown");
+    std::string more = random_bytes(2 * kPage + 1, 502);
+    Fd bf(b("f"), O_WRONLY | O_APPEND);
+    pwrite_all(bf.get(), more, 0);
+    model += more;
+  }
+  EXPECT_BYTES_EQ(model, read_file(m("f")));
+  {
+    Fd fresh(m("f"), O_RDONLY);
+    struct stat st {};
+    ASSERT_SYS(::fstat(fresh.get(), &st));
+    EXPECT_EQ(st.st_size, static_cast<off_t>(model.size()));
+  }
+  {
+    SCOPED_TRACE("shrunk");
+    ASSERT_SYS(::truncate(b("f").c_str(), 100));
+    model.resize(100);
+  }
+  EXPECT_BYTES_EQ(model, read_file(m("f")));
+}
+
+class CoherenceZeroTest : public MountTest {
+ protected:
+  MountConfig config() const override { return {{"coherence_timeout=0"}, {}}; }
+};
+
+TEST_F(CoherenceZeroTest, GetattrSeesBackingChangesAtOnce) {
+  write_file(m("f"), "12345");
+  EXPECT_EQ(lstat_or_throw(m("f")).st_size, 5);
+  {
+    Fd bf(b("f"), O_WRONLY | O_APPEND);
+    pwrite_all(bf.get(), "6789", 0);
+  }
+  EXPECT_EQ(lstat_or_throw(m("f")).st_size, 9);
+  timespec t[2] = {{1000000000, 0}, {1111111111, 222}};
+  ASSERT_SYS(::utimensat(AT_FDCWD, b("f").c_str(), t, 0));
+  struct stat st = lstat_or_throw(m("f"));
+  EXPECT_EQ(st.st_mtim.tv_sec, 1111111111);
+  EXPECT_EQ(st.st_mtim.tv_nsec, 222);
+  ASSERT_SYS(::chmod(b("f").c_str(), 0600));
+  EXPECT_EQ(lstat_or_throw(m("f")).st_mode & 07777, 0600u);
+  EXPECT_EQ(read_file(m("f")), "123456789");
+}
+
+TEST_F(CoherenceZeroTest, NamesCreatedRemovedAndReplacedOutside) {
+  struct stat st {};
+  EXPECT_ERRNO(ENOENT, ::lstat(m("later").c_str(), &st));  // a negative lookup first
+  write_file(b("later"), "appeared");
+  EXPECT_EQ(read_file(m("later")), "appeared");
+  ASSERT_SYS(::unlink(b("later").c_str()));
+  EXPECT_ERRNO(ENOENT, ::lstat(m("later").c_str(), &st));
+  // Replaced by a rename: another inode under the same name.
+  const std::string old_bytes = random_bytes(2 * kPage, 503);
+  write_file(m("f"), old_bytes);
+  EXPECT_BYTES_EQ(old_bytes, read_file(m("f")));
+  write_file(b("f.new"), "replacement");
+  ASSERT_SYS(::rename(b("f.new").c_str(), b("f").c_str()));
+  EXPECT_EQ(lstat_or_throw(m("f")).st_size, 11);
+  EXPECT_EQ(read_file(m("f")), "replacement");
+  // A directory replaced by a file.
+  ASSERT_SYS(::mkdir(m("d").c_str(), 0755));
+  EXPECT_TRUE(S_ISDIR(lstat_or_throw(m("d")).st_mode));
+  ASSERT_SYS(::rmdir(b("d").c_str()));
+  write_file(b("d"), "now a file");
+  EXPECT_TRUE(S_ISREG(lstat_or_throw(m("d")).st_mode));
+  EXPECT_EQ(read_file(m("d")), "now a file");
+}
+
+class CoherenceOneSecondTest : public MountTest {
+ protected:
+  MountConfig config() const override { return {{"coherence_timeout=1"}, {}}; }
+};
+
+TEST_F(CoherenceOneSecondTest, GetattrSeesBackingSizeAfterTimeout) {
+  write_file(m("f"), "12345");
+  EXPECT_EQ(lstat_or_throw(m("f")).st_size, 5);
+  auto changed = std::chrono::steady_clock::now();
+  {
+    Fd bf(b("f"), O_WRONLY | O_APPEND);
+    pwrite_all(bf.get(), "678", 0);
+  }
+  auto deadline = changed + 1s + 3s * kSlow;
+  off_t size = 5;
+  while (std::chrono::steady_clock::now() < deadline) {
+    size = lstat_or_throw(m("f")).st_size;
+    if (size == 8) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(size, 8) << "getattr still reports the old size long after coherence_timeout=1";
+}
+
+// ── mmap and exec ──
+
+using MmapTest = MountTest;
+
+struct Mapping {
+  void* p = MAP_FAILED;
+  std::size_t len = 0;
+  Mapping(std::size_t n, int prot, int flags, int fd)
+      : p(::mmap(nullptr, n, prot, flags, fd, 0)), len(n) {}
+  ~Mapping() {
+    if (p != MAP_FAILED) ::munmap(p, len);
+  }
+  bool ok() const { return p != MAP_FAILED; }
+  std::string bytes(std::size_t n) const { return std::string(static_cast<const char*>(p), n); }
+};
+
+TEST_F(MmapTest, MapPrivateReadsTheFile) {
+  const std::string data = random_bytes(3 * kPage + 100, 510);
+  write_file(m("f"), data);
+  Fd fd(m("f"), O_RDONLY);
+  Mapping map(4 * kPage, PROT_READ, MAP_PRIVATE, fd.get());
+  ASSERT_TRUE(map.ok()) << errno_name(errno);
+  EXPECT_BYTES_EQ(data, map.bytes(data.size()));
+  EXPECT_EQ(map.bytes(4 * kPage).substr(data.size()), std::string(4 * kPage - data.size(), '\0'));
+  // A private writable copy does not change the file.
+  Fd rw(m("f"), O_RDWR);
+  Mapping cow(data.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE, rw.get());
+  ASSERT_TRUE(cow.ok()) << errno_name(errno);
+  std::memcpy(cow.p, "COPY", 4);
+  EXPECT_BYTES_EQ(data, read_file(m("f")));
+  EXPECT_BYTES_EQ(data, read_file(b("f")));
+}
+
+TEST_F(MmapTest, MapSharedFailsWithDirectIo) {
+  write_file(m("f"), random_bytes(2 * kPage, 511));
+  Fd ro(m("f"), O_RDONLY);
+  Fd rw(m("f"), O_RDWR);
+  errno = 0;
+  Mapping shared_ro(2 * kPage, PROT_READ, MAP_SHARED, ro.get());
+  int e1 = errno;
+  EXPECT_FALSE(shared_ro.ok());
+  EXPECT_EQ(e1, ENODEV) << errno_name(e1);
+  errno = 0;
+  Mapping shared_rw(2 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, rw.get());
+  int e2 = errno;
+  EXPECT_FALSE(shared_rw.ok());
+  EXPECT_EQ(e2, ENODEV) << errno_name(e2);
+}
+
+TEST_F(MmapTest, ExecCopiedBinaries) {
+  for (const char* bin : {"/bin/true", "/bin/echo"}) {
+    std::string name = std::string(bin).substr(5);
+    const std::string exe = read_file(bin);
+    write_file(m(name), exe, 0755);
+    ASSERT_SYS(::chmod(m(name).c_str(), 0755));
+    EXPECT_BYTES_EQ(exe, read_file(m(name)));
+    EXPECT_BYTES_EQ(exe, read_file(b(name)));
+  }
+  RunResult t = run({m("true")}, 30s);
+  EXPECT_TRUE(t.exited(0)) << describe_status(t.status) << ": " << t.output;
+  RunResult e = run({m("echo"), "through", "the mount"}, 30s);
+  EXPECT_TRUE(e.exited(0)) << describe_status(e.status) << ": " << e.output;
+  EXPECT_EQ(e.output, "through the mount\n");
+  // Without the x bit: EACCES, from the kernel's check of the mode we report.
+  write_file(m("noexec"), read_file("/bin/true"), 0644);
+  ASSERT_SYS(::chmod(m("noexec").c_str(), 0644));
+  // (posix_spawn, never execve here: a successful exec would end the test
+  // process with exit 0.)
+  std::string path = m("noexec");
+  char* argv[] = {path.data(), nullptr};
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, environ);
+  if (rc == 0) wait_exit(pid, 30s);
+  EXPECT_EQ(rc, EACCES) << errno_name(rc);
+}
+
+class KernelCacheTest : public MountTest {
+ protected:
+  MountConfig config() const override { return {{"kernel_cache"}, {}}; }
+};
+
+TEST_F(KernelCacheTest, MapSharedWorks) {
+  const std::string data = random_bytes(2 * kPage + 10, 512);
+  write_file(m("f"), data);
+  Fd rw(m("f"), O_RDWR);
+  Mapping map(3 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, rw.get());
+  ASSERT_TRUE(map.ok()) << errno_name(errno);
+  EXPECT_BYTES_EQ(data, map.bytes(data.size()));
+  std::memcpy(static_cast<char*>(map.p) + kPage - 2, "SHARED", 6);
+  ASSERT_SYS(::msync(map.p, 3 * kPage, MS_SYNC));
+  std::string model = data;
+  model_write(model, "SHARED", kPage - 2);
+  EXPECT_BYTES_EQ(model, read_file(b("f")));
+  EXPECT_BYTES_EQ(model, read_file(m("f")));
+  // Exec works here too.
+  write_file(m("true"), read_file("/bin/true"), 0755);
+  ASSERT_SYS(::chmod(m("true").c_str(), 0755));
+  RunResult t = run({m("true")}, 30s);
+  EXPECT_TRUE(t.exited(0)) << describe_status(t.status) << ": " << t.output;
+}
+
+}  // namespace
+}  // namespace norefs::fs::test
