@@ -63,7 +63,7 @@ enum class Ctr : std::uint8_t {
   readahead_pages,  // pages read from the backing file into the cache
   uncached_reads,   // page visits served from the backing file without caching
   zero_copy_reads,  // read_iov calls answered straight from pages
-  evicted,          // pages evicted under the memory limit
+  evicted,          // pages evicted: under the memory limit, or by evict() (fadvise)
   evict_skipped,    // eviction candidates skipped (held by a reference reader)
   limit_drains,     // times the limit waited for a grace period (drain)
   io_errors,        // failed reads of the backing file

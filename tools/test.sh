@@ -21,6 +21,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run asan -DNOREFS_ASAN=ON -DNOREFS_SYNC_POINTS=ON
 # TSan cannot see liburcu's membarrier ordering: alloc/rcu.h annotates it;
 # tests/tsan.supp explains the one suppression (liburcu's own internals).
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 atexit_sleep_ms=0 suppressions=$root/tests/tsan.supp" \
   run tsan -DNOREFS_TSAN=ON -DNOREFS_SYNC_POINTS=ON
 exit $status
