@@ -279,7 +279,7 @@ class PageCache {
   ssize_t read_uncached(CachedFile& f, std::uint64_t pos, std::size_t len, std::byte* dst,
                         CacheSlot& st);
   Page* get_page(CachedFile& f, std::uint64_t idx);
-  bool wait_uptodate(CachedFile& f, Page* p);
+  bool wait_uptodate(CachedFile& f, Page* p, const ReadOptions& opt);
   void mark_accessed(Page* p);
   void put_page(Page* p);
 

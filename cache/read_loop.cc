@@ -5,6 +5,7 @@
 // read-side section; on any reason to stop, the reference path continues
 // from exactly there.  The protocol and why it is safe: page_cache.h.
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -205,9 +206,17 @@ void PageCache::put_page(Page* p) {
   if (pg::put(*p, ref_mode_)) pool_.free(p);
 }
 
-bool PageCache::wait_uptodate(CachedFile& f, Page* p) {
+// Waits for a fill in progress.  False if the page will not become
+// uptodate (the fill failed, the page was removed) or the request was
+// interrupted meanwhile (an interruptible wait, like folio_put_wait_locked()
+// with TASK_KILLABLE): the caller looks again, and sees the interruption.
+bool PageCache::wait_uptodate(CachedFile& f, Page* p, const ReadOptions& opt) {
   std::unique_lock lk(f.mu_);
-  f.filled_.wait(lk, [&] { return pg::is_uptodate(*p) || f.index_.lookup(p->index) != p; });
+  while (!pg::is_uptodate(*p) && f.index_.lookup(p->index) == p) {
+    if (interrupted(opt)) return false;
+    // The interrupt flag is set without the lock: poll it.
+    f.filled_.wait_for(lk, std::chrono::milliseconds(10));
+  }
   return pg::is_uptodate(*p);
 }
 
@@ -255,7 +264,7 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
     }
     if (!(s & pg::kUptodate)) {
       bump(st, Ctr::waits);
-      if (!wait_uptodate(f, p)) {  // the fill failed or the page was removed
+      if (!wait_uptodate(f, p, opt)) {  // failed, removed, or interrupted
         put_page(p);
         continue;
       }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "tools/evict_race.h"
 
+#include <string.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -440,6 +442,29 @@ EvictRaceVerdict evict_race_verdict(const EvictRaceParams& p, const EvictRaceRes
   return v;
 }
 
+EvictRaceVerdict evict_race_crash_verdict(const EvictRaceParams& p, int sig) {
+  EvictRaceVerdict v;
+  v.control = !p.defer && p.read_path == cache::ReadPath::noref;
+  const char* name = strsignal(sig);
+  std::string what =
+      "the run died of signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
+  if (v.control) {
+    v.exit_code = 0;
+    v.message = "control: " + what +
+                ": a reader used a page whose descriptor was freed and reused under it, the "
+                "broken guarantee showing as a crash (defer off, noref)";
+  } else if (!p.defer) {
+    v.exit_code = 1;
+    v.message = "FAIL: " + what +
+                " (defer off: this path too reads descriptors freed at once; see "
+                "tools/evict_race.h)";
+  } else {
+    v.exit_code = 1;
+    v.message = "FAIL: " + what + " with defer on";
+  }
+  return v;
+}
+
 std::string describe_evict_race_config(const EvictRaceParams& p) {
   std::ostringstream os;
   os << "norefs_evict_race: read_path=" << cache::read_path_name(p.read_path)
@@ -520,8 +545,8 @@ std::string format_evict_race_report(const EvictRaceParams& p, const EvictRaceRe
   return os.str();
 }
 
-std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult& r) {
-  EvictRaceVerdict v = evict_race_verdict(p, r);
+std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult* rp,
+                            const EvictRaceVerdict& v) {
   nlohmann::json cfg = {{"read_path", cache::read_path_name(p.read_path)},
                         {"defer", p.defer},
                         {"poison", p.poison},
@@ -539,6 +564,13 @@ std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult& r) 
                         {"limit_pages", p.limit_pages},
                         {"readahead_max_pages", p.readahead_max_pages},
                         {"seed", p.seed}};
+  nlohmann::json verdict = {
+      {"exit_code", v.exit_code}, {"control", v.control}, {"message", v.message}};
+  if (!rp) {
+    return nlohmann::json{{"config", cfg}, {"result", nullptr}, {"verdict", verdict}}.dump(2) +
+           "\n";
+  }
+  const EvictRaceResult& r = *rp;
   nlohmann::json kinds = nlohmann::json::object();
   for (std::size_t k = 0; k < kBadKinds; k++) {
     kinds[std::string(bad_kind_name(static_cast<BadKind>(k)))] = r.bad_by_kind[k];
@@ -579,13 +611,7 @@ std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult& r) 
                         {"pool_immediate", r.pool.immediate},
                         {"grace_periods", r.pool.grace_periods},
                         {"peak_waiting", r.pool.peak_waiting}};
-  return nlohmann::json{
-             {"config", cfg},
-             {"result", res},
-             {"verdict",
-              {{"exit_code", v.exit_code}, {"control", v.control}, {"message", v.message}}}}
-             .dump(2) +
-         "\n";
+  return nlohmann::json{{"config", cfg}, {"result", res}, {"verdict", verdict}}.dump(2) + "\n";
 }
 
 }  // namespace norefs::tools

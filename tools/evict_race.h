@@ -30,7 +30,10 @@
 // With defer on, a noref reader must never see a wrong byte (page_pool.h's
 // guarantee).  With defer off and the noref path (the unsafe control) a
 // reader that is copying a page when it is freed and reused copies the new
-// owner's bytes: the checker should catch it.  The ref path (a reference,
+// owner's bytes: the checker should catch it.  It may also crash: the
+// descriptor it found may be freed and reused meanwhile, its data pointer
+// then anything (norefs_evict_race runs in a child process and reports a
+// crash as an outcome of the control).  The ref path (a reference,
 // then a re-lookup) and stackcopy (a re-check after the copy) should return
 // the right bytes even with defer off, so bad reads there fail the run; but
 // with defer off they too touch descriptors that were freed at once (the
@@ -71,8 +74,16 @@ struct EvictRaceParams {
   std::size_t file_pages = 16;          // pages per file (the last page partial but in file 0)
   std::size_t max_read = 4 * 4096;      // longest read, bytes
   std::size_t churn_pages = 64;         // pages per churn batch
-  std::size_t evictor_churn_pages = 0;  // pages the evictor churns after each eviction
-  unsigned evict_pause_us = 0;          // evictor sleeps this long after each call
+  // The evictor churns this many pages after each call: they come from its
+  // tcache, where the pages it has just freed are first in line, so freed
+  // memory is rewritten within microseconds.
+  std::size_t evictor_churn_pages = 16;
+  // The evictor sleeps this long after each call.  With 0 it spends its
+  // time on evict() calls that find nothing (the readers have not refilled
+  // the file yet), and evicts less.  Tuned with defer off on the 2-CPU
+  // development machine (5 s runs): 0 us and no evictor churn detected
+  // 5-7 bad reads/s; 100 us with evictor churn 16, 30-35/s.
+  unsigned evict_pause_us = 100;
   EvictMode mode = EvictMode::both;
   std::size_t limit_pages = 0;  // PageCacheConfig::limit_pages (0: none)
   unsigned readahead_max_pages = 32;
@@ -137,10 +148,18 @@ struct EvictRaceVerdict {
   std::string message;
 };
 EvictRaceVerdict evict_race_verdict(const EvictRaceParams& p, const EvictRaceResult& r);
+// The run died of signal `sig` (norefs_evict_race runs it in a child
+// process).  With defer off a reader may copy from a page whose descriptor
+// was freed and reused (its data pointer is then anything): for the unsafe
+// control that is the broken guarantee showing as a crash (0); anywhere
+// else a failure (1).
+EvictRaceVerdict evict_race_crash_verdict(const EvictRaceParams& p, int sig);
 
 std::string describe_evict_race_config(const EvictRaceParams& p);
 std::string format_evict_race_report(const EvictRaceParams& p, const EvictRaceResult& r);
-std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult& r);
+// {config, result (null if the run crashed), verdict}.
+std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult* r,
+                            const EvictRaceVerdict& v);
 
 // The content function (exposed for tests): the word at byte offset 8*w of
 // file `file`, and its decoding (false if `word` is no file's word).

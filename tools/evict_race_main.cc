@@ -5,12 +5,19 @@
 // churners reuse the memory at once.  Prints the effective configuration,
 // the report and the verdict; --json writes all of it.
 //
-// Exit status: 0 if no bad read where none may be (defer on, or a path that
-// needs no deferral), or, for the unsafe control (--defer off with noref),
-// if bad reads were detected; 1 on bad reads where none may be (or no read
-// at all); 2 if inconclusive (the control detected nothing, or nothing was
-// evicted).
+// The run goes in a child process, so that a crash is an outcome too: with
+// defer off a reader may copy through a freed descriptor's data pointer.
+//
+// Exit status: 0 if no bad read where none may be (defer on, or ref and
+// stackcopy, whose bytes need no deferral), or, for the unsafe control
+// (--defer off with noref), if bad reads were detected or the run crashed;
+// 1 on bad reads or a crash where none may be (or no read at all); 2 if
+// inconclusive (the control detected nothing, or nothing was evicted).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -20,6 +27,38 @@
 
 using norefs::tools::EvictMode;
 using norefs::tools::EvictRaceParams;
+
+namespace {
+
+bool write_json(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "norefs_evict_race: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+int run_and_report(const EvictRaceParams& p, const std::string& json_path) {
+  norefs::tools::EvictRaceResult r;
+  try {
+    r = norefs::tools::run_evict_race(p);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "norefs_evict_race: %s\n", e.what());
+    return 1;
+  }
+  norefs::tools::EvictRaceVerdict v = norefs::tools::evict_race_verdict(p, r);
+  std::printf("\n%s\n%s\n", norefs::tools::format_evict_race_report(p, r).c_str(),
+              v.message.c_str());
+  if (!json_path.empty() && !write_json(json_path, norefs::tools::evict_race_json(p, &r, v))) {
+    return 1;
+  }
+  return v.exit_code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -58,6 +97,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", p.seed, "seed of the readers' random ranges");
   app.add_option("--keep-bad", p.keep_bad, "bad reads to show")->check(CLI::Range(0u, 1000u));
   app.add_option("--json", json_path, "also write config, result and verdict as JSON");
+  bool no_fork = false;
+  app.add_flag("--no-fork", no_fork, "run in this process (a crash is then not reported)");
   CLI11_PARSE(app, argc, argv);
 
   p.read_path = *norefs::cache::parse_read_path(read_path);
@@ -70,24 +111,34 @@ int main(int argc, char** argv) {
 
   std::fputs(norefs::tools::describe_evict_race_config(p).c_str(), stdout);
   std::fflush(stdout);
-  norefs::tools::EvictRaceResult r;
-  try {
-    r = norefs::tools::run_evict_race(p);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "norefs_evict_race: %s\n", e.what());
+  if (no_fork) return run_and_report(p, json_path);
+
+  // The run goes in a child: with defer off a reader may crash on a freed
+  // descriptor, and that outcome is reported too.  Nothing has started a
+  // thread yet, so the child is a clean copy.
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("norefs_evict_race: fork");
     return 1;
   }
-  norefs::tools::EvictRaceVerdict v = norefs::tools::evict_race_verdict(p, r);
-  std::printf("\n%s\n%s\n", norefs::tools::format_evict_race_report(p, r).c_str(),
-              v.message.c_str());
-  if (!json_path.empty()) {
-    std::ofstream f(json_path);
-    f << norefs::tools::evict_race_json(p, r);
-    f.close();
-    if (!f) {
-      std::fprintf(stderr, "norefs_evict_race: cannot write %s\n", json_path.c_str());
+  if (pid == 0) {
+    int code = run_and_report(p, json_path);
+    std::fflush(nullptr);
+    _exit(code);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      std::perror("norefs_evict_race: waitpid");
       return 1;
     }
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  norefs::tools::EvictRaceVerdict v =
+      norefs::tools::evict_race_crash_verdict(p, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  std::printf("\n%s\n", v.message.c_str());
+  if (!json_path.empty() && !write_json(json_path, norefs::tools::evict_race_json(p, nullptr, v))) {
+    return 1;
   }
   return v.exit_code;
 }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -218,7 +219,10 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
       bool clean = delta(a, b, Ctr::misses) == 0 && delta(a, b, Ctr::waits) == 0 &&
                    delta(a, b, Ctr::sync_readahead) == 0 &&
                    delta(a, b, Ctr::async_readahead) == 0 && delta(a, b, Ctr::readahead_pages) == 0;
+      // `batch` is no sign of a cold cache: a read of more pages than the
+      // batch limit always stops there, and goes on in a new section.
       for (std::size_t s = 0; s < kStops; s++) {
+        if (static_cast<Stop>(s) == Stop::batch) continue;
         clean = clean && delta(a, b, cache::stop_counter(static_cast<Stop>(s))) == 0;
       }
       m.warm_passes = pass;
@@ -258,6 +262,23 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
     for (unsigned t = 0; t < threads; t++) v[t] = counters[t].reads.load(std::memory_order_relaxed);
     return v;
   };
+  // The CPU time the threads got: on a machine shared with other work,
+  // reads/s alone cannot tell a slow read from a thread that did not run.
+  std::vector<clockid_t> clocks(threads);
+  for (unsigned t = 0; t < threads; t++) {
+    if (pthread_getcpuclockid(workers[t].native_handle(), &clocks[t]) != 0) {
+      clocks[t] = CLOCK_THREAD_CPUTIME_ID;  // marks "unknown" below
+    }
+  }
+  auto cpu_seconds = [&] {
+    double sum = 0;
+    for (unsigned t = 0; t < threads; t++) {
+      timespec ts{};
+      if (clocks[t] == CLOCK_THREAD_CPUTIME_ID || clock_gettime(clocks[t], &ts) != 0) return -1.0;
+      sum += static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    return sum;
+  };
   go.store(1, std::memory_order_release);
   go.notify_all();
   // Count only once every thread is reading (will-it-scale waits for all
@@ -272,11 +293,13 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(p.settle));
   CacheCounters c0 = cache.counters();
+  double cpu0 = cpu_seconds();
   std::vector<std::uint64_t> r0 = snapshot();
   auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
   std::vector<std::uint64_t> r1 = snapshot();
   auto t1 = std::chrono::steady_clock::now();
+  double cpu1 = cpu_seconds();
   CacheCounters c1 = cache.counters();
   stop.store(true, std::memory_order_relaxed);
   for (auto& w : workers) w.join();
@@ -295,6 +318,12 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
   m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
   m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
                           : std::numeric_limits<double>::infinity();
+  if (cpu0 >= 0 && cpu1 >= 0) {
+    m.cpu_seconds = cpu1 - cpu0;
+    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
+    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
+                                : std::numeric_limits<double>::infinity();
+  }
   m.cache_reads = delta(c0, c1, Ctr::reads);
   m.fast_reads = delta(c0, c1, Ctr::fast_reads);
   m.slow_hits = delta(c0, c1, Ctr::slow_hits);
@@ -318,13 +347,17 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
     return nullptr;
   };
   for (auto& row : rows) {
-    std::vector<double> rate, ns;
+    std::vector<double> rate, ns, share, cpu_ns;
     std::uint64_t cache_reads = 0, fast = 0;
     std::array<std::uint64_t, kStops> stops{};
     row.all_warm = true;
     for (const auto& m : row.rounds) {
       rate.push_back(m.reads_per_sec);
       ns.push_back(m.ns_per_read);
+      if (m.cpu_seconds > 0) {
+        share.push_back(m.cpu_share);
+        cpu_ns.push_back(m.cpu_ns_per_read);
+      }
       cache_reads += m.cache_reads;
       fast += m.fast_reads;
       for (std::size_t s = 0; s < kStops; s++) stops[s] += m.stops[s];
@@ -334,6 +367,8 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
     row.reads_per_sec_min = rate.empty() ? 0 : *std::min_element(rate.begin(), rate.end());
     row.reads_per_sec_max = rate.empty() ? 0 : *std::max_element(rate.begin(), rate.end());
     row.ns_per_read = median(ns);
+    row.cpu_share = median(share);
+    row.cpu_ns_per_read = median(cpu_ns);
     double mreads = static_cast<double>(cache_reads) / 1e6;
     for (std::size_t s = 0; s < kStops; s++) {
       row.stops_per_mread[s] = cache_reads ? static_cast<double>(stops[s]) / mreads : 0;
@@ -387,9 +422,11 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
       t.value = n->reads_per_sec / r->reads_per_sec;
       t.met = t.value >= t.threshold;
       std::snprintf(buf, sizeof buf,
-                    "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f)",
+                    "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f; "
+                    "CPU ns/read %.1f vs %.1f, threads got %.0f%% / %.0f%% of their CPUs)",
                     si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), t.value,
-                    n->ratio_to_ref_min, n->ratio_to_ref_max);
+                    n->ratio_to_ref_min, n->ratio_to_ref_max, n->cpu_ns_per_read,
+                    r->cpu_ns_per_read, 100 * n->cpu_share, 100 * r->cpu_share);
       t.detail = buf;
     }
     out.push_back(t);
@@ -404,8 +441,15 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
       t.measured = true;
       t.value = two->reads_per_sec / one->reads_per_sec;
       t.met = t.value >= t.threshold;
-      std::snprintf(buf, sizeof buf, "2 threads %s reads/s / 1 thread %s reads/s = %.2fx",
-                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), t.value);
+      // Information beside the target: per CPU-second, what 2 threads read
+      // compared with 1 (x2 = the scaling if each had a whole CPU).
+      double per_cpu = one->cpu_ns_per_read / two->cpu_ns_per_read;
+      std::snprintf(buf, sizeof buf,
+                    "2 threads %s reads/s / 1 thread %s reads/s = %.2fx (threads got %.0f%% / "
+                    "%.0f%% of their CPUs; reads per CPU-second at 2 threads %.2fx of 1 thread's, "
+                    "so %.2fx with two whole CPUs)",
+                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), t.value,
+                    100 * two->cpu_share, 100 * one->cpu_share, per_cpu, 2 * per_cpu);
       t.detail = buf;
     }
     out.push_back(t);
@@ -419,8 +463,11 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
       t.measured = true;
       t.value = n->ns_per_read / r->ns_per_read;
       t.met = t.value <= t.threshold;
-      std::snprintf(buf, sizeof buf, "noref %.1f ns/read / ref %.1f ns/read = %.3fx",
-                    n->ns_per_read, r->ns_per_read, t.value);
+      std::snprintf(buf, sizeof buf,
+                    "noref %.1f ns/read / ref %.1f ns/read = %.3fx (CPU ns/read %.1f / %.1f = "
+                    "%.3fx)",
+                    n->ns_per_read, r->ns_per_read, t.value, n->cpu_ns_per_read, r->cpu_ns_per_read,
+                    n->cpu_ns_per_read / r->cpu_ns_per_read);
       t.detail = buf;
     }
     out.push_back(t);
@@ -523,9 +570,9 @@ std::string describe_pread_config(const PreadScalingParams& p, long cpus) {
 std::string format_pread_table(const PreadScalingResult& r) {
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof line, "%-6s %-7s %3s %-12s %9s %19s %8s %7s %13s  %s\n", "size",
-                "variant", "thr", "path", "reads/s", "(min-max)", "ns/read", "vs ref", "(min-max)",
-                "fast-path stops per Mread");
+  std::snprintf(line, sizeof line, "%-6s %-7s %3s %-12s %9s %19s %8s %5s %8s %7s %13s  %s\n",
+                "size", "variant", "thr", "path", "reads/s", "(min-max)", "ns/read", "cpu%",
+                "cpu-ns", "vs ref", "(min-max)", "fast-path stops per Mread");
   os << line;
   const PreadRow* prev = nullptr;
   for (const auto& row : r.rows) {
@@ -538,7 +585,8 @@ std::string format_pread_table(const PreadScalingResult& r) {
     for (std::size_t s = 0; s < kStops; s++) {
       if (row.stops_per_mread[s] <= 0) continue;
       char b[64];
-      std::snprintf(b, sizeof b, "%s%s=%.3g", stops.empty() ? "" : " ",
+      std::snprintf(b, sizeof b, row.stops_per_mread[s] >= 100 ? "%s%s=%.0f" : "%s%s=%.3g",
+                    stops.empty() ? "" : " ",
                     std::string(cache::stop_name(static_cast<Stop>(s))).c_str(),
                     row.stops_per_mread[s]);
       stops += b;
@@ -554,11 +602,12 @@ std::string format_pread_table(const PreadScalingResult& r) {
       std::snprintf(ratio, sizeof ratio, "-");
       std::snprintf(rrange, sizeof rrange, "-");
     }
-    std::snprintf(line, sizeof line, "%-6s %-7s %3u %-12s %9s %19s %8.1f %7s %13s  %s\n",
+    std::snprintf(line, sizeof line,
+                  "%-6s %-7s %3u %-12s %9s %19s %8.1f %5.0f %8.1f %7s %13s  %s\n",
                   size_name(row.size).c_str(), std::string(pread_variant_name(row.variant)).c_str(),
                   row.threads, std::string(cache::read_path_name(row.path)).c_str(),
-                  si(row.reads_per_sec).c_str(), range.c_str(), row.ns_per_read, ratio, rrange,
-                  stops.c_str());
+                  si(row.reads_per_sec).c_str(), range.c_str(), row.ns_per_read,
+                  100 * row.cpu_share, row.cpu_ns_per_read, ratio, rrange, stops.c_str());
     os << line;
   }
   return os.str();
@@ -589,7 +638,8 @@ nlohmann::json finite_or_null(double v) {
 std::string pread_csv(const PreadScalingResult& r) {
   std::ostringstream os;
   os << "size,variant,threads,path,rounds,reads_per_sec,reads_per_sec_min,reads_per_sec_max,"
-        "ns_per_read,ratio_to_ref,ratio_to_ref_min,ratio_to_ref_max,fast_read_fraction,warm";
+        "ns_per_read,cpu_share,cpu_ns_per_read,ratio_to_ref,ratio_to_ref_min,ratio_to_ref_max,"
+        "fast_read_fraction,warm";
   for (std::size_t s = 0; s < kStops; s++) {
     os << ",stops_per_mread_" << cache::stop_name(static_cast<Stop>(s));
   }
@@ -604,8 +654,9 @@ std::string pread_csv(const PreadScalingResult& r) {
     os << row.size << ',' << pread_variant_name(row.variant) << ',' << row.threads << ','
        << cache::read_path_name(row.path) << ',' << row.rounds.size() << ','
        << num(row.reads_per_sec) << ',' << num(row.reads_per_sec_min) << ','
-       << num(row.reads_per_sec_max) << ',' << num(row.ns_per_read) << ',' << num(row.ratio_to_ref)
-       << ',' << num(row.ratio_to_ref_min) << ',' << num(row.ratio_to_ref_max) << ','
+       << num(row.reads_per_sec_max) << ',' << num(row.ns_per_read) << ',' << num(row.cpu_share)
+       << ',' << num(row.cpu_ns_per_read) << ',' << num(row.ratio_to_ref) << ','
+       << num(row.ratio_to_ref_min) << ',' << num(row.ratio_to_ref_max) << ','
        << num(row.fast_read_fraction) << ',' << (row.all_warm ? 1 : 0);
     for (std::size_t s = 0; s < kStops; s++) os << ',' << num(row.stops_per_mread[s]);
     os << "\n";
@@ -645,6 +696,9 @@ std::string pread_json(const PreadScalingResult& r) {
                         {"ns_per_read", finite_or_null(m.ns_per_read)},
                         {"thread_reads_min", m.thread_reads_min},
                         {"thread_reads_max", m.thread_reads_max},
+                        {"cpu_seconds", m.cpu_seconds},
+                        {"cpu_share", m.cpu_share},
+                        {"cpu_ns_per_read", finite_or_null(m.cpu_ns_per_read)},
                         {"cache_reads", m.cache_reads},
                         {"fast_reads", m.fast_reads},
                         {"slow_hits", m.slow_hits},
@@ -662,6 +716,8 @@ std::string pread_json(const PreadScalingResult& r) {
                     {"reads_per_sec_min", row.reads_per_sec_min},
                     {"reads_per_sec_max", row.reads_per_sec_max},
                     {"ns_per_read", finite_or_null(row.ns_per_read)},
+                    {"cpu_share", finite_or_null(row.cpu_share)},
+                    {"cpu_ns_per_read", finite_or_null(row.cpu_ns_per_read)},
                     {"ratio_to_ref", finite_or_null(row.ratio_to_ref)},
                     {"ratio_to_ref_min", finite_or_null(row.ratio_to_ref_min)},
                     {"ratio_to_ref_max", finite_or_null(row.ratio_to_ref_max)},

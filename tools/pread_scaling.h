@@ -68,6 +68,10 @@ struct PreadMeasurement {
   double reads_per_sec = 0;
   double ns_per_read = 0;  // per thread: threads * seconds / reads
   std::uint64_t thread_reads_min = 0, thread_reads_max = 0;
+  // CPU time the threads got in those seconds (their thread CPU clocks),
+  // its share of threads * seconds, and CPU ns per read: on a machine
+  // shared with other work, what a read costs when it runs.  0 if unknown.
+  double cpu_seconds = 0, cpu_share = 0, cpu_ns_per_read = 0;
   // The cache's counters over the same interval (sum of its per-thread slots).
   std::uint64_t cache_reads = 0, fast_reads = 0, slow_hits = 0, misses = 0, waits = 0;
   std::array<std::uint64_t, cache::kStops> stops{};
@@ -84,6 +88,7 @@ struct PreadRow {
   std::vector<PreadMeasurement> rounds;
   double reads_per_sec = 0, reads_per_sec_min = 0, reads_per_sec_max = 0;  // median, min, max
   double ns_per_read = 0;                                                  // median
+  double cpu_share = 0, cpu_ns_per_read = 0;  // medians (NaN if unknown)
   // Median (min, max) over rounds of reads/s / ref's reads/s in the same
   // round; NaN if ref was not measured.
   double ratio_to_ref = 0, ratio_to_ref_min = 0, ratio_to_ref_max = 0;
