@@ -8,6 +8,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup-deps.sh"
 mkdir -p "$root/build"
 status=0
+# The test binaries (the fs tests depend on the daemon and the minimal FUSE
+# server, which they run); the benchmark mains are not needed here.
+export NOREFS_TARGETS="norefs_alloc_tests norefs_cache_tests norefs_tools_tests norefs_fs_tests"
 run() {  # run NAME [cmake args...]
   local name=$1
   shift
