@@ -11,6 +11,7 @@
 #include <exception>
 #include <vector>
 
+#include "fs/credentials.h"
 #include "fs/filesystem.h"
 
 namespace norefs::fs {
@@ -74,6 +75,13 @@ int run(const ParseResult& pr) {
     fuse_session_destroy(se);
     return kExitFailure;
   }
+  if (geteuid() != 0) {
+    // A user mount: nothing to switch (fs/credentials.h).  Said, because
+    // with allow_other every other user then acts as this one.
+    std::fprintf(stderr,
+                 "norefs: running as uid %u, not root: every operation uses its credentials\n",
+                 static_cast<unsigned>(geteuid()));
+  }
   if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
@@ -91,6 +99,8 @@ int run(const ParseResult& pr) {
     }
   }
   if (started) {
+    // Before the first worker exists (fs/credentials.h).
+    ActAsCaller::init(o.debug_daemon_credentials);
     int r = serve(se, o);
     // 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP:
     // both are a clean stop.

@@ -87,6 +87,7 @@ void Filesystem::untrack(Handle* h) {
 
 void Filesystem::set_stamp_locked(Inode& in, const struct stat& st) {
   in.stamp = BackingStamp::of(st);
+  in.note_mode(st.st_mode);
   in.meta_changed.store(false, std::memory_order_relaxed);
   std::int64_t now = mono_ns();
   in.stamp_ns.store(now ? now : 1, std::memory_order_relaxed);  // 0 means "no cache"

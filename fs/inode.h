@@ -91,6 +91,17 @@ struct Inode {
   // another name) changed this file's ctime only: the next check accepts a
   // ctime-only difference.  Relaxed: consumed under writer_mu.
   std::atomic<bool> meta_changed{false};
+  // Whether the last stat the daemon took of the backing inode (lookup,
+  // getattr, setattr, open, coherence check, a change of its own) showed a
+  // setuid or setgid bit, which a write may have to clear (ops_file.cc,
+  // change_as_writer).  It spares every other write a credential switch.
+  // Relaxed: a hint, published by nothing; a stale value only makes one
+  // write switch for nothing, or (a bit set from outside since our last
+  // stat) leaves the bit as a privileged writer would.
+  std::atomic<bool> setid{false};
+  void note_mode(mode_t mode) {
+    setid.store((mode & (S_ISUID | S_ISGID)) != 0, std::memory_order_relaxed);
+  }
 
  private:
   friend class InodeTable;

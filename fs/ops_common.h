@@ -92,8 +92,5 @@ void reply_errno(fuse_req_t req, F&& body) noexcept {
 // resolves `name` in `parent` without following a symlink, counts one
 // lookup and fills `e`.  Returns 0 or an errno.
 int do_lookup(Filesystem& fs, Inode& parent, const char* name, fuse_entry_param* e);
-// Sets the owner of a newly created `name` in `dirfd` to the caller's, when
-// the daemon runs as root for other users (allow_other).  Best effort.
-void own_by_caller(fuse_req_t req, int dirfd, const char* name, int fd = -1);
 
 }  // namespace norefs::fs

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "fs/credentials.h"
 #include "fs/ops_common.h"
 
 namespace norefs::fs {
@@ -25,8 +27,17 @@ bool is_dot_or_dotdot(const char* name) {
 int do_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
-  int fd = openat(in.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return last_errno();
+  // As the caller, through the magic link: read permission on the
+  // directory, as opendir(3) needs (openat(in.fd, ".") would also ask for
+  // search permission, which listing a directory does not).
+  ProcPath path(in.fd);
+  int fd = -1;
+  if (int err = as_caller(req, [&] {
+        fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? last_errno() : 0;
+      })) {
+    return err;
+  }
   DIR* dp = fdopendir(fd);
   if (!dp) {
     int err = last_errno();
@@ -62,6 +73,13 @@ int do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
   Filesystem& fs = fs_of(req);
   Inode& dir = inode_of(req, ino);
   DirHandle* d = dir_of(fi);
+  // readdirplus looks every entry up: as the caller, who needs search
+  // permission on the directory for that.  One switch for the whole reply.
+  std::optional<ActAsCaller> as;
+  if (plus) {
+    as.emplace(req);
+    if (!as->ok()) return as->err();
+  }
   std::vector<char> buf(size);
   char* p = buf.data();
   size_t rem = size;
@@ -85,15 +103,20 @@ int do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
     size_t used;
     if (plus) {
       fuse_entry_param e{};
-      if (is_dot_or_dotdot(name)) {
+      int lerr = is_dot_or_dotdot(name) ? EACCES : do_lookup(fs, dir, name, &e);
+      if (lerr == ENOENT) {  // gone since readdir() saw it
+        d->entry = nullptr;
+        d->offset = next;
+        continue;
+      }
+      if (lerr == EACCES) {
+        // The name only, as readdir gives it: "." and "..", and every
+        // entry of a directory the caller may read but not search (no
+        // lookup counted; the kernel looks it up, and is refused, later).
+        e = fuse_entry_param{};
         e.attr.st_ino = d->entry->d_ino;
         e.attr.st_mode = static_cast<mode_t>(d->entry->d_type) << 12;
-      } else if (int lerr = do_lookup(fs, dir, name, &e)) {
-        if (lerr == ENOENT) {  // gone since readdir() saw it
-          d->entry = nullptr;
-          d->offset = next;
-          continue;
-        }
+      } else if (lerr) {
         err = lerr;
         break;
       }
@@ -120,6 +143,7 @@ int do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
   // An error can only be reported if nothing was stored yet (the entries
   // already stored were counted as lookups and must reach the kernel).
   if (err && rem == size) return err;
+  if (as) as->end();
   fuse_reply_buf(req, buf.data(), size - rem);
   return 0;
 }
@@ -171,7 +195,9 @@ int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& change) {
   std::unique_lock<std::mutex> lk;
   if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
   if (in.cached) fs.check_locked(in);
-  int err = change(p.c_str()) == 0 ? 0 : last_errno();
+  // As the caller: user.* needs write permission, trusted.* and security.*
+  // capabilities the caller does not have.
+  int err = as_caller(req, [&] { return change(p.c_str()) == 0 ? 0 : last_errno(); });
   if (in.cached) fs.restamp_locked(in);
   if (lk.owns_lock()) lk.unlock();
   if (err) return err;
@@ -197,15 +223,20 @@ void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 template <class Get>
 int get_xattr(fuse_req_t req, fuse_ino_t ino, size_t size, Get&& get) {
   ProcPath p(inode_of(req, ino).fd);
-  if (size == 0) {
-    ssize_t n = get(p.c_str(), nullptr, 0);
-    if (n < 0) return last_errno();
+  std::vector<char> buf(size);
+  ssize_t n = -1;
+  // As the caller: user.* needs read permission; trusted.* is invisible
+  // to a caller without CAP_SYS_ADMIN.
+  if (int err = as_caller(req, [&] {
+        n = get(p.c_str(), size ? buf.data() : nullptr, size);
+        return n < 0 ? last_errno() : 0;
+      })) {
+    return err;
+  }
+  if (size == 0) {  // the caller asks for the size needed
     fuse_reply_xattr(req, static_cast<size_t>(n));
     return 0;
   }
-  std::vector<char> buf(size);
-  ssize_t n = get(p.c_str(), buf.data(), size);
-  if (n < 0) return last_errno();
   fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <climits>
 #include <vector>
 
+#include "fs/credentials.h"
 #include "fs/ops_common.h"
 
 namespace norefs::fs {
@@ -33,23 +34,10 @@ int do_lookup(Filesystem& fs, Inode& parent, const char* name, fuse_entry_param*
     close(fd);
     return err;
   }
-  e->ino = ino_of(fs, fs.inodes().lookup(fd, e->attr));
+  Inode* in = fs.inodes().lookup(fd, e->attr);
+  in->note_mode(e->attr.st_mode);
+  e->ino = ino_of(fs, in);
   return 0;
-}
-
-void own_by_caller(fuse_req_t req, int dirfd, const char* name, int fd) {
-  if (geteuid() != 0) return;  // not root: new files are the daemon's user's anyway
-  const fuse_ctx* ctx = fuse_req_ctx(req);
-  if (ctx->uid == 0 && ctx->gid == 0) return;
-  // A set-group-ID directory gives its group to new entries: keep that.
-  struct stat dst {};
-  gid_t gid = ctx->gid;
-  if (fstat(dirfd, &dst) == 0 && (dst.st_mode & S_ISGID)) gid = static_cast<gid_t>(-1);
-  if (fd >= 0) {
-    (void)!fchown(fd, ctx->uid, gid);
-  } else {
-    (void)!fchownat(dirfd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW);
-  }
 }
 
 namespace {
@@ -64,7 +52,11 @@ void forget_one(Filesystem& fs, fuse_ino_t ino, std::uint64_t n,
 void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   reply_errno(req, [&] {
     fuse_entry_param e;
-    if (int err = do_lookup(fs_of(req), inode_of(req, parent), name, &e)) return err;
+    // As the caller: finding a name needs search permission on its directory.
+    if (int err = as_caller(
+            req, [&] { return do_lookup(fs_of(req), inode_of(req, parent), name, &e); })) {
+      return err;
+    }
     fuse_reply_entry(req, &e);
     return 0;
   });
@@ -112,6 +104,7 @@ int do_getattr(fuse_req_t req, fuse_ino_t ino) {
   Inode& in = inode_of(req, ino);
   struct stat st {};
   if (fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return last_errno();
+  in.note_mode(st.st_mode);
   maybe_revalidate(fs, in, &st);
   fuse_reply_attr(req, &st, fs.timeout());
   return 0;
@@ -145,6 +138,32 @@ int set_times(Inode& in, const OpenFile* of, const struct stat* attr, int valid)
   return utimensat(AT_FDCWD, p.c_str(), tv, 0) == 0 ? 0 : last_errno();
 }
 
+int set_mode(const Inode& in, const OpenFile* of, mode_t mode) {
+  if (of) return fchmod(of->fd, mode) == 0 ? 0 : last_errno();
+  if (in.is_lnk()) return EOPNOTSUPP;
+  ProcPath p(in.fd);
+  return chmod(p.c_str(), mode) == 0 ? 0 : last_errno();
+}
+
+// Whether a chmod the caller was refused is the kernel clearing setuid or
+// setgid before a truncate, a write (kernel_cache) or a chown by that
+// caller: a mode change that only drops those bits, asked by a caller who
+// may write the file.  libfuse 3.14 cannot negotiate FUSE_HANDLE_KILLPRIV,
+// so the kernel sends that change itself, as the caller, who need not own
+// the file; locally the kernel forces it (ATTR_FORCE).  Doing it as the
+// daemon grants nothing new: whoever may write the file clears these bits
+// by writing one byte.  Context: acting as the caller.
+bool is_setid_clearing(const Inode& in, const OpenFile* of, mode_t mode) {
+  constexpr mode_t kSetid = S_ISUID | S_ISGID;
+  struct stat st {};
+  if (fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) return false;
+  const mode_t cur = st.st_mode & 07777, want = mode & 07777;
+  if ((cur & ~kSetid) != (want & ~kSetid) || (want & kSetid & ~cur) || want == cur) return false;
+  if (of && (of->flags & O_ACCMODE) != O_RDONLY) return true;
+  ProcPath p(in.fd);
+  return faccessat(AT_FDCWD, p.c_str(), W_OK, AT_EACCESS) == 0;
+}
+
 int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
@@ -157,15 +176,19 @@ int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fus
   std::unique_lock<std::mutex> lk;
   if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
   if (in.cached) fs.check_locked(in);  // an outside change is not absorbed by our restamp
+  // Every change as the caller: the backing filesystem decides who may
+  // chmod, chown, truncate or set times, and clears setuid/setgid bits on
+  // chown and on a chmod by a non-member of the file's group, as it would
+  // for a local process.
+  ActAsCaller as(req);
+  if (!as.ok()) return as.err();
   int err = 0;
+  bool clear_setid = false;  // the kernel's clearing, done below as the daemon
   if (valid & FUSE_SET_ATTR_MODE) {
-    if (of) {
-      if (fchmod(of->fd, attr->st_mode) != 0) err = last_errno();
-    } else if (in.is_lnk()) {
-      err = EOPNOTSUPP;
-    } else {
-      ProcPath p(in.fd);
-      if (chmod(p.c_str(), attr->st_mode) != 0) err = last_errno();
+    err = set_mode(in, of, attr->st_mode);
+    if (err == EPERM && is_setid_clearing(in, of, attr->st_mode)) {
+      err = 0;
+      clear_setid = true;
     }
   }
   if (!err && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
@@ -198,11 +221,14 @@ int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fus
                         FUSE_SET_ATTR_MTIME_NOW))) {
     err = set_times(in, of, attr, valid);
   }
+  as.end();
+  if (!err && clear_setid) err = set_mode(in, of, attr->st_mode);
   if (in.cached) fs.restamp_locked(in);  // even after a partial failure
   struct stat st {};
   if (!err && fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     err = last_errno();
   }
+  if (!err) in.note_mode(st.st_mode);
   if (lk.owns_lock()) lk.unlock();
   if (err) return err;
   fuse_reply_attr(req, &st, fs.timeout());
@@ -233,10 +259,14 @@ int make_node(fuse_req_t req, fuse_ino_t parent, const char* name, Make&& make) 
   if (int err = check_name(name)) return err;
   Filesystem& fs = fs_of(req);
   Inode& dir = inode_of(req, parent);
-  if (make(dir.fd) != 0) return last_errno();
-  own_by_caller(req, dir.fd, name);
   fuse_entry_param e;
+  // As the caller: the new node is the caller's from the moment it exists
+  // (its group: the caller's, or the directory's if that is setgid).
+  ActAsCaller as(req);
+  if (!as.ok()) return as.err();
+  if (make(dir.fd) != 0) return last_errno();
   if (int err = do_lookup(fs, dir, name, &e)) return err;
+  as.end();
   fuse_reply_entry(req, &e);
   return 0;
 }
@@ -279,7 +309,11 @@ int do_remove(fuse_req_t req, fuse_ino_t parent, const char* name, int flags) {
   Filesystem& fs = fs_of(req);
   Inode& dir = inode_of(req, parent);
   NameStat victim(dir.fd, name);
-  if (unlinkat(dir.fd, name, flags) != 0) return last_errno();
+  // As the caller: write and search permission on the directory, and the
+  // sticky bit's owner rule.
+  if (int err = as_caller(req, [&] { return unlinkat(dir.fd, name, flags) ? last_errno() : 0; })) {
+    return err;
+  }
   victim.note(fs);
   fuse_reply_err(req, 0);
   return 0;
@@ -302,7 +336,11 @@ int do_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   Inode& from = inode_of(req, parent);
   Inode& to = inode_of(req, newparent);
   NameStat moved(from.fd, name), target(to.fd, newname);
-  if (renameat2(from.fd, name, to.fd, newname, flags) != 0) return last_errno();
+  if (int err = as_caller(req, [&] {
+        return renameat2(from.fd, name, to.fd, newname, flags) ? last_errno() : 0;
+      })) {
+    return err;
+  }
   moved.note(fs);
   target.note(fs);  // exchanged, or replaced (its link count changed)
   fuse_reply_err(req, 0);
@@ -322,8 +360,13 @@ int do_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
   std::unique_lock<std::mutex> lk;
   if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
   if (in.cached) fs.check_locked(in);
-  // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it, the /proc link
-  // (AT_SYMLINK_FOLLOW follows the magic link to this very inode).
+  // As the caller: write permission on the directory, and
+  // protected_hardlinks (the caller must own the file or may read and
+  // write it).  AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller
+  // does not have; then the /proc link (AT_SYMLINK_FOLLOW follows the magic
+  // link to this very inode).
+  ActAsCaller as(req);
+  if (!as.ok()) return as.err();
   if (linkat(in.fd, "", dir.fd, newname, AT_EMPTY_PATH) != 0) {
     if (errno != EPERM && errno != ENOENT) return last_errno();
     ProcPath p(in.fd);
@@ -333,6 +376,7 @@ int do_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
   if (lk.owns_lock()) lk.unlock();
   fuse_entry_param e;
   if (int err = do_lookup(fs, dir, newname, &e)) return err;
+  as.end();
   fuse_reply_entry(req, &e);
   return 0;
 }
@@ -345,7 +389,13 @@ void sfs_access(fuse_req_t req, fuse_ino_t ino, int mask) {
   reply_errno(req, [&] {
     Inode& in = inode_of(req, ino);
     ProcPath p(in.fd);
-    if (faccessat(AT_FDCWD, p.c_str(), mask, 0) != 0) return last_errno();
+    // AT_EACCESS: check with the (switched) fsuid and groups; without it
+    // faccessat() would check the daemon's real uid, root.
+    if (int err = as_caller(req, [&] {
+          return faccessat(AT_FDCWD, p.c_str(), mask, AT_EACCESS) ? last_errno() : 0;
+        })) {
+      return err;
+    }
     fuse_reply_err(req, 0);
     return 0;
   });

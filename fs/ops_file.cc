@@ -27,6 +27,7 @@
 #include <atomic>
 #include <memory>
 
+#include "fs/credentials.h"
 #include "fs/ops_common.h"
 
 namespace norefs::fs {
@@ -240,14 +241,20 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
   int err = 0;
   {
     std::lock_guard lk(in.writer_mu);
+    // The cache's own fd and the coherence check: the daemon's work.
     if (fs.caching() && in.is_reg()) changed = fs.attach_and_check_locked(in);
-    if (fd < 0) {
-      ProcPath p(in.fd);
-      fd = open(p.c_str(), flags | O_CLOEXEC);  // O_TRUNC, if asked, truncates here
-      if (fd < 0) err = last_errno();
-    } else if (flags & O_TRUNC) {
-      if (ftruncate(fd, 0) != 0) err = last_errno();
-    }
+    // The client's fd: as the caller, so that the backing file's modes and
+    // ACLs decide, and a truncate clears setuid/setgid as for the caller.
+    err = as_caller(req, [&] {
+      if (fd < 0) {
+        ProcPath p(in.fd);
+        fd = open(p.c_str(), flags | O_CLOEXEC);  // O_TRUNC, if asked, truncates here
+        if (fd < 0) return last_errno();
+      } else if (flags & O_TRUNC) {
+        if (ftruncate(fd, 0) != 0) return last_errno();
+      }
+      return 0;
+    });
     if (!err && (flags & O_TRUNC) && in.cached) {
       (void)fs.cache().truncate(*in.cached, 0);
       fs.restamp_locked(in);
@@ -309,25 +316,26 @@ int do_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   int flags = backing_flags(fi->flags);
   // O_NOFOLLOW: a symlink at `name` (say, to a path outside) is never
   // followed by the daemon.  O_EXCL first, to know whether we created it:
-  // a new file gets the caller as owner; an existing one is truncated (if
-  // asked) under the writer lock, in open_common().
+  // an existing one is truncated (if asked) under the writer lock, in
+  // open_common().
   const int base = (flags & ~O_TRUNC) | O_NOFOLLOW | O_CLOEXEC;
   bool created = true;
-  int fd = openat(dir.fd, name, base | O_CREAT | O_EXCL, mode);
-  if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
-    created = false;
-    fd = openat(dir.fd, name, base);
-  }
-  if (fd < 0) return last_errno();
-  if (created) {
-    own_by_caller(req, dir.fd, name, fd);
-    flags &= ~O_TRUNC;
-  }
+  int fd = -1;
   fuse_entry_param e;
-  if (int err = do_lookup(fs, dir, name, &e)) {
-    close(fd);
+  // As the caller: the new file is the caller's from the moment it exists.
+  if (int err = as_caller(req, [&] {
+        fd = openat(dir.fd, name, base | O_CREAT | O_EXCL, mode);
+        if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
+          created = false;
+          fd = openat(dir.fd, name, base);
+        }
+        if (fd < 0) return last_errno();
+        return do_lookup(fs, dir, name, &e);
+      })) {
+    if (fd >= 0) close(fd);
     return err;
   }
+  if (created) flags &= ~O_TRUNC;
   Inode& in = inode_of(req, e.ino);
   int err;
   try {
@@ -373,26 +381,49 @@ void sfs_fsync(fuse_req_t req, fuse_ino_t /*ino*/, int datasync, fuse_file_info*
 
 // ── Changes: backing file first, then the cache, under the writer lock ──
 
+// A write into a file that may carry setuid/setgid bits runs as the caller,
+// and so do fallocate and copy_file_range into it: the backing filesystem
+// then clears the bits as it would for a local process (file_remove_privs():
+// setuid always, setgid with group execute or when the writer is not in the
+// file's group, neither for a writer with CAP_FSETID).  The kernel leaves
+// that to us: a direct_io write reaches us with no mode change ahead of it
+// (and libfuse 3.14 cannot negotiate FUSE_HANDLE_KILLPRIV).  Every other
+// change runs without a switch: the handle's fd was opened as the caller,
+// and the kernel checks nothing more on write.  Context: in.writer_mu held.
+template <class F>
+int change_as_writer(fuse_req_t req, Inode& in, int fd, F&& body) {
+  if (!in.setid.load(std::memory_order_relaxed)) return body();
+  int err = as_caller(req, body);
+  struct stat st {};
+  if (fstat(fd, &st) == 0) in.note_mode(st.st_mode);
+  return err;
+}
+
 int do_write(fuse_req_t req, const char* data, std::size_t size, off_t off, fuse_file_info* fi) {
   Filesystem& fs = fs_of(req);
   OpenFile& of = *open_file_of(fi);
   Inode& in = *of.inode;
   std::unique_lock lk(in.writer_mu);
   if (in.cached) fs.check_locked(in);  // an outside change is not absorbed by our restamp
-  ssize_t n;
+  ssize_t n = -1;
   off_t pos = off;
-  if (of.flags & O_APPEND) {
-    // The backing fd appends at the backing file's current end; where that
-    // was is read back from the fd's offset (serialized by the lock).
-    n = write(of.fd, data, size);
-    if (n >= 0) {
-      off_t end = lseek(of.fd, 0, SEEK_CUR);
-      pos = end < 0 ? -1 : end - n;
-    }
-  } else {
-    n = pwrite(of.fd, data, size, off);
+  // EIO, ENOSPC...: the cache is untouched.
+  if (int err = change_as_writer(req, in, of.fd, [&] {
+        if (of.flags & O_APPEND) {
+          // The backing fd appends at the backing file's current end; where
+          // that was is read back from the fd's offset (serialized by the lock).
+          n = write(of.fd, data, size);
+          if (n >= 0) {
+            off_t end = lseek(of.fd, 0, SEEK_CUR);
+            pos = end < 0 ? -1 : end - n;
+          }
+        } else {
+          n = pwrite(of.fd, data, size, off);
+        }
+        return n < 0 ? last_errno() : 0;
+      })) {
+    return err;
   }
-  if (n < 0) return last_errno();  // EIO, ENOSPC...: the cache is untouched
   if (in.cached && n > 0) {
     cache::CachedFile& f = *in.cached;
     if (pos < 0) {
@@ -431,7 +462,10 @@ int do_fallocate(fuse_req_t req, int mode, off_t off, off_t len, fuse_file_info*
   Inode& in = *of.inode;
   std::unique_lock lk(in.writer_mu);
   if (in.cached) fs.check_locked(in);
-  if (fallocate(of.fd, mode, off, len) != 0) return last_errno();
+  if (int err = change_as_writer(
+          req, in, of.fd, [&] { return fallocate(of.fd, mode, off, len) ? last_errno() : 0; })) {
+    return err;
+  }
   if (in.cached) {
     cache::CachedFile& f = *in.cached;
     cache::PageCache& pc = fs.cache();
@@ -476,8 +510,13 @@ int do_copy_file_range(fuse_req_t req, off_t off_in, fuse_file_info* fi_in, off_
   std::unique_lock lk(in.writer_mu);  // the destination's; the source is only read
   if (in.cached) fs.check_locked(in);
   loff_t oi = off_in, oo = off_out;
-  ssize_t n = copy_file_range(src.fd, &oi, dst.fd, &oo, len, static_cast<unsigned>(flags));
-  if (n < 0) return last_errno();
+  ssize_t n = -1;
+  if (int err = change_as_writer(req, in, dst.fd, [&] {
+        n = copy_file_range(src.fd, &oi, dst.fd, &oo, len, static_cast<unsigned>(flags));
+        return n < 0 ? last_errno() : 0;
+      })) {
+    return err;
+  }
   if (in.cached && n > 0) {
     fs.cache().invalidate(*in.cached, static_cast<std::uint64_t>(off_out),
                           static_cast<std::uint64_t>(n));

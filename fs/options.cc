@@ -62,6 +62,7 @@ enum Key {
   kReply,
   kCoherenceTimeout,
   kStatsDir,
+  kDebugDaemonCredentials,
 };
 
 const fuse_opt kOurOpts[] = {
@@ -78,6 +79,11 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("reply=", kReply),
     FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
     FUSE_OPT_KEY("stats_dir=", kStatsDir),
+#ifdef NOREFS_SYNC_POINTS
+    // The permission tests' control (test builds only): every operation
+    // with the daemon's own credentials, as before they were switched.
+    FUSE_OPT_KEY("debug_daemon_credentials", kDebugDaemonCredentials),
+#endif
     FUSE_OPT_END,
 };
 
@@ -182,6 +188,9 @@ std::string apply(Options& o, int key, std::string_view arg) {
     case kStatsDir:
       if (v.empty()) return bad("a directory");
       o.stats_dir = std::string(v);
+      return "";
+    case kDebugDaemonCredentials:
+      o.debug_daemon_credentials = true;
       return "";
   }
   return "unknown option '" + std::string(arg) + "'";

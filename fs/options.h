@@ -36,6 +36,9 @@ struct Options {
   ReplyMode reply = ReplyMode::automatic;
   double coherence_timeout = 1.0;  // seconds
   std::string stats_dir = "/run/norefs";
+  // Test builds only (NOREFS_SYNC_POINTS): operations do not switch to the
+  // caller's credentials (fs/credentials.h), the permission tests' control.
+  bool debug_daemon_credentials = false;
 
   // ── FUSE's (fuse_parse_cmdline) ──
   bool foreground = false;
