@@ -13,6 +13,7 @@
 
 #include "fs/credentials.h"
 #include "fs/filesystem.h"
+#include "fs/fuse_io.h"
 
 namespace norefs::fs {
 
@@ -83,6 +84,15 @@ int run(const ParseResult& pr) {
                  static_cast<unsigned>(geteuid()));
   }
   if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    return kExitFailure;
+  }
+  // Shared mappings of direct_io files (fs/fuse_io.h); kernel_cache mounts
+  // do not need it.
+  if (!o.kernel_cache && install_fuse_io(se) != 0) {
+    std::fprintf(stderr, "norefs: cannot install the /dev/fuse I/O functions\n");
+    fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return kExitFailure;

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// fs/fuse_io.h — the daemon's /dev/fuse I/O: libfuse's own (read, writev),
+// except that the reply to FUSE_INIT also asks for
+// FUSE_DIRECT_IO_ALLOW_MMAP when the kernel offers it.
+//
+// Why.  Files are opened with FOPEN_DIRECT_IO, so that every read reaches
+// our cache.  The kernel refuses mmap(MAP_SHARED) of such a file (ENODEV)
+// unless the INIT reply carried FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39,
+// kernel 6.6).  libfuse 3.14 knows no such flag and builds the INIT reply
+// itself, so programs that map files for writing break on the default
+// mount.  With the flag the kernel serves a shared mapping from its own page
+// cache of the file (filled through FUSE_READ, written back through
+// FUSE_WRITE, both served by our cache as usual), writes back and
+// invalidates the mapped range around every direct write, and keeps
+// ordinary read()/write() on the direct path.
+//
+// How, and why it is the least fragile way we found.  libfuse 3.13+ lets a
+// daemon supply the functions that move bytes to and from /dev/fuse
+// (fuse_session_custom_io()).  Ours are libfuse's defaults, read(2) and
+// writev(2), plus two looks at the bytes: read() remembers the unique id of
+// the INIT request and whether the kernel offered the flag; writev() of the
+// reply with that id ORs FUSE_INIT_EXT into `flags` and the flag's bit into
+// `flags2` (fuse_init_out has carried flags2 since 7.36; libfuse 3.14's
+// reply is the full 64-byte struct, with flags2 zero).  Nothing else of
+// libfuse's protocol handling changes, and the structs come from the
+// system's <linux/fuse.h> (UAPI).  The alternatives were worse: patching or
+// vendoring libfuse; giving up direct_io when a file may be mapped (reads
+// would then come from the kernel's cache, not ours); or answering
+// FUSE_INIT ourselves.  If a later libfuse negotiates the flag itself, this
+// changes nothing (the bit is already set).
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+namespace norefs::fs {
+
+// Installs the I/O functions on a mounted session (after
+// fuse_session_mount(), before the loop).  Returns 0 or -errno.
+int install_fuse_io(fuse_session* se);
+
+// Whether the kernel accepted shared mappings of direct_io files: known
+// after FUSE_INIT was answered (for the daemon's log and the tests).
+bool direct_io_mmap_negotiated();
+
+}  // namespace norefs::fs
