@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cache/backing.h"
-#include "fs/ops_common.h"
+#include "fs/sys.h"
 
 namespace norefs::fs {
 
@@ -132,6 +132,18 @@ bool Filesystem::compare_locked(Inode& in, const struct stat& st) {
   }
   set_stamp_locked(in, st);
   return changed;
+}
+
+FileChange::FileChange(Filesystem& fs, Inode& in) : fs_(fs), in_(in) {
+  if (in.is_reg()) lk_ = std::unique_lock(in.writer_mu);
+  if (in.cached) fs.check_locked(in);
+}
+
+void FileChange::finish() noexcept {
+  if (done_) return;
+  done_ = true;
+  if (in_.cached) fs_.restamp_locked(in_);
+  if (lk_.owns_lock()) lk_.unlock();
 }
 
 void Filesystem::restamp_locked(Inode& in) {

@@ -25,6 +25,7 @@
 #include "cache/page_cache.h"
 #include "fs/inode.h"
 #include "fs/options.h"
+#include "fs/sys.h"
 
 namespace norefs::fs {
 
@@ -105,6 +106,30 @@ class Filesystem {
   std::unique_ptr<cache::PageCache> cache_;
   std::mutex handles_mu_;
   std::unordered_set<Handle*> handles_;  // guarded by handles_mu_
+};
+
+// One change of a file by the daemon, the sequence every change follows:
+// the writer lock (regular files: Inode::writer_mu), the coherence check
+// (an outside change must not be absorbed by the restamp below), then the
+// caller's backing operation and the matching cache operation, then
+// finish(): the restamp (our own change is never taken for one from outside;
+// done after a partial failure too) and the unlock, before the reply.  The
+// destructor finishes what an early return left.
+class FileChange {
+ public:
+  FileChange(Filesystem& fs, Inode& in);
+  ~FileChange() { finish(); }
+  FileChange(const FileChange&) = delete;
+  FileChange& operator=(const FileChange&) = delete;
+  // The file's cache, or null (not cached, not a regular file).
+  cache::CachedFile* cached() const { return in_.cached.get(); }
+  void finish() noexcept;
+
+ private:
+  Filesystem& fs_;
+  Inode& in_;
+  std::unique_lock<std::mutex> lk_;
+  bool done_ = false;
 };
 
 // Operation tables, one per file.

@@ -38,14 +38,6 @@ inline DirHandle* dir_of(const fuse_file_info* fi) {
   return reinterpret_cast<DirHandle*>(static_cast<std::uintptr_t>(fi->fh));
 }
 
-// "/proc/self/fd/N": reopens, or reaches with a path-only call, exactly the
-// inode an O_PATH fd holds, with no path walk through the backing tree.
-struct ProcPath {
-  explicit ProcPath(int fd) { std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd); }
-  const char* c_str() const { return buf; }
-  char buf[32];
-};
-
 // Names come from the kernel as single components; refuse anything that
 // could walk elsewhere (the kernel never sends these without
 // FUSE_CAP_EXPORT_SUPPORT, which we do not ask for).
@@ -54,16 +46,6 @@ inline int check_name(const char* name) {
   if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) return EINVAL;
   return 0;
 }
-
-inline std::int64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-// errno of the last failed call, never 0 (a call that failed without
-// setting it is reported as EIO).
-inline int last_errno() { return errno ? errno : EIO; }
 
 // Runs `body`, which returns 0 after sending its reply itself or an errno
 // to be sent here.  Exceptions stop at this boundary: none may cross into

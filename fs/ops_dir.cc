@@ -122,10 +122,7 @@ int do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file
       }
       used = fuse_add_direntry_plus(req, p, rem, name, &e, next);
       if (used > rem) {
-        if (e.ino != 0) {
-          std::vector<std::unique_ptr<Inode>> dead;
-          if (auto dd = fs.inodes().forget(&inode_of(req, e.ino), 1)) dead.push_back(std::move(dd));
-        }
+        if (e.ino != 0) std::unique_ptr<Inode> dead = fs.inodes().forget(&inode_of(req, e.ino), 1);
         break;
       }
     } else {
@@ -188,18 +185,15 @@ void sfs_statfs(fuse_req_t req, fuse_ino_t ino) {
 // A change of xattrs changes ctime: done under the writer lock and
 // restamped for a cached file.
 template <class Change>
-int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& change) {
+int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& op) {
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
   ProcPath p(in.fd);
-  std::unique_lock<std::mutex> lk;
-  if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
-  if (in.cached) fs.check_locked(in);
+  FileChange change(fs, in);
   // As the caller: user.* needs write permission, trusted.* and security.*
   // capabilities the caller does not have.
-  int err = as_caller(req, [&] { return change(p.c_str()) == 0 ? 0 : last_errno(); });
-  if (in.cached) fs.restamp_locked(in);
-  if (lk.owns_lock()) lk.unlock();
+  int err = as_caller(req, [&] { return op(p.c_str()) == 0 ? 0 : last_errno(); });
+  change.finish();
   if (err) return err;
   fuse_reply_err(req, 0);
   return 0;

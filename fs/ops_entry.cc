@@ -42,11 +42,14 @@ int do_lookup(Filesystem& fs, Inode& parent, const char* name, fuse_entry_param*
 
 namespace {
 
-void forget_one(Filesystem& fs, fuse_ino_t ino, std::uint64_t n,
-                std::vector<std::unique_ptr<Inode>>& dead) {
+// Nothing on the way to freeing allocates (a bad_alloc here would have
+// nowhere to go: forget has no reply): each Inode whose last lookup goes is
+// destroyed at once, outside the table's lock (InodeTable::forget), which
+// drops its CachedFile.
+void forget_one(Filesystem& fs, fuse_ino_t ino, std::uint64_t n) noexcept {
   if (ino == FUSE_ROOT_ID) return;
   Inode* in = reinterpret_cast<Inode*>(static_cast<std::uintptr_t>(ino));
-  if (auto d = fs.inodes().forget(in, n)) dead.push_back(std::move(d));
+  std::unique_ptr<Inode> dead = fs.inodes().forget(in, n);
 }
 
 void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -63,24 +66,12 @@ void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 }
 
 void sfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
-  std::vector<std::unique_ptr<Inode>> dead;
-  try {
-    forget_one(fs_of(req), ino, nlookup, dead);
-  } catch (...) {
-    // Only the vector can throw (bad_alloc): the inode stays, harmlessly.
-  }
-  dead.clear();  // drops the CachedFiles outside every lock
+  forget_one(fs_of(req), ino, nlookup);
   fuse_reply_none(req);
 }
 
 void sfs_forget_multi(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
-  std::vector<std::unique_ptr<Inode>> dead;
-  try {
-    for (size_t i = 0; i < count; i++)
-      forget_one(fs_of(req), forgets[i].ino, forgets[i].nlookup, dead);
-  } catch (...) {
-  }
-  dead.clear();
+  for (size_t i = 0; i < count; i++) forget_one(fs_of(req), forgets[i].ino, forgets[i].nlookup);
   fuse_reply_none(req);
 }
 
@@ -170,12 +161,7 @@ int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fus
   // fi is an OpenFile only for regular files (for a directory it would be
   // a DirHandle); the O_PATH fd serves otherwise.
   const OpenFile* of = fi && in.is_reg() ? open_file_of(fi) : nullptr;
-  // A regular file's changes, data or metadata, happen under its writer
-  // lock, and the stamp is re-read after them: our own change is never
-  // mistaken for one from outside.
-  std::unique_lock<std::mutex> lk;
-  if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
-  if (in.cached) fs.check_locked(in);  // an outside change is not absorbed by our restamp
+  FileChange change(fs, in);
   // Every change as the caller: the backing filesystem decides who may
   // chmod, chown, truncate or set times, and clears setuid/setgid bits on
   // chown and on a chmod by a non-member of the file's group, as it would
@@ -211,10 +197,10 @@ int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fus
     }
     if (r != 0) {
       err = last_errno();
-    } else if (in.cached) {
+    } else if (change.cached()) {
       // The backing file first, then the cache (PageCache::truncate's
       // Context); -ENOMEM leaves the cache consistent (pages dropped).
-      (void)fs.cache().truncate(*in.cached, static_cast<std::uint64_t>(attr->st_size));
+      (void)fs.cache().truncate(*change.cached(), static_cast<std::uint64_t>(attr->st_size));
     }
   }
   if (!err && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
@@ -223,13 +209,12 @@ int do_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int valid, fus
   }
   as.end();
   if (!err && clear_setid) err = set_mode(in, of, attr->st_mode);
-  if (in.cached) fs.restamp_locked(in);  // even after a partial failure
   struct stat st {};
   if (!err && fstatat(in.fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     err = last_errno();
   }
   if (!err) in.note_mode(st.st_mode);
-  if (lk.owns_lock()) lk.unlock();
+  change.finish();  // restamped even after a partial failure
   if (err) return err;
   fuse_reply_attr(req, &st, fs.timeout());
   return 0;
@@ -357,9 +342,7 @@ int do_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
   Inode& dir = inode_of(req, newparent);
-  std::unique_lock<std::mutex> lk;
-  if (in.is_reg()) lk = std::unique_lock(in.writer_mu);
-  if (in.cached) fs.check_locked(in);
+  FileChange change(fs, in);  // ctime and link count change
   // As the caller: write permission on the directory, and
   // protected_hardlinks (the caller must own the file or may read and
   // write it).  AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH, which a caller
@@ -372,8 +355,7 @@ int do_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* ne
     ProcPath p(in.fd);
     if (linkat(AT_FDCWD, p.c_str(), dir.fd, newname, AT_SYMLINK_FOLLOW) != 0) return last_errno();
   }
-  if (in.cached) fs.restamp_locked(in);  // ctime and link count changed
-  if (lk.owns_lock()) lk.unlock();
+  change.finish();
   fuse_entry_param e;
   if (int err = do_lookup(fs, dir, newname, &e)) return err;
   as.end();

@@ -223,8 +223,9 @@ void sfs_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off, fuse_f
 
 // ── Opening ──
 
-// Drops a handle: after release, or when the reply to open failed.
-void drop_handle(Filesystem& fs, OpenFile* of) {
+// Drops a handle: after release, or when the reply to open failed.  Nothing
+// on the way allocates (release has no error to answer with).
+void drop_handle(Filesystem& fs, OpenFile* of) noexcept {
   Inode* in = of->inode;
   fs.untrack(of);
   delete of;  // closes the backing fd, drops the handle's CachedFile reference
@@ -358,25 +359,29 @@ void sfs_release(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
   fuse_reply_err(req, 0);
 }
 
+// close(dup()): the backing filesystem sees a close (NFS flushes, reports
+// deferred write errors), our fd stays open until release.
+int do_flush(fuse_req_t req, fuse_file_info* fi) {
+  int fd = dup(open_file_of(fi)->fd);
+  if (fd < 0) return last_errno();
+  if (close(fd) != 0) return last_errno();
+  fuse_reply_err(req, 0);
+  return 0;
+}
+
 void sfs_flush(fuse_req_t req, fuse_ino_t /*ino*/, fuse_file_info* fi) {
-  // close(dup()): the backing filesystem sees a close (NFS flushes, reports
-  // deferred write errors), our fd stays open until release.
-  reply_errno(req, [&] {
-    int fd = dup(open_file_of(fi)->fd);
-    if (fd < 0) return last_errno();
-    if (close(fd) != 0) return last_errno();
-    fuse_reply_err(req, 0);
-    return 0;
-  });
+  reply_errno(req, [&] { return do_flush(req, fi); });
+}
+
+int do_fsync(fuse_req_t req, int datasync, fuse_file_info* fi) {
+  int fd = open_file_of(fi)->fd;
+  if ((datasync ? fdatasync(fd) : fsync(fd)) != 0) return last_errno();
+  fuse_reply_err(req, 0);
+  return 0;
 }
 
 void sfs_fsync(fuse_req_t req, fuse_ino_t /*ino*/, int datasync, fuse_file_info* fi) {
-  reply_errno(req, [&] {
-    int fd = open_file_of(fi)->fd;
-    if ((datasync ? fdatasync(fd) : fsync(fd)) != 0) return last_errno();
-    fuse_reply_err(req, 0);
-    return 0;
-  });
+  reply_errno(req, [&] { return do_fsync(req, datasync, fi); });
 }
 
 // ── Changes: backing file first, then the cache, under the writer lock ──
@@ -403,8 +408,7 @@ int do_write(fuse_req_t req, const char* data, std::size_t size, off_t off, fuse
   Filesystem& fs = fs_of(req);
   OpenFile& of = *open_file_of(fi);
   Inode& in = *of.inode;
-  std::unique_lock lk(in.writer_mu);
-  if (in.cached) fs.check_locked(in);  // an outside change is not absorbed by our restamp
+  FileChange change(fs, in);
   ssize_t n = -1;
   off_t pos = off;
   // EIO, ENOSPC...: the cache is untouched.
@@ -424,19 +428,18 @@ int do_write(fuse_req_t req, const char* data, std::size_t size, off_t off, fuse
       })) {
     return err;
   }
-  if (in.cached && n > 0) {
-    cache::CachedFile& f = *in.cached;
+  if (cache::CachedFile* f = change.cached(); f && n > 0) {
     if (pos < 0) {
-      fs.cache().invalidate(f);  // cannot tell where the append went
+      fs.cache().invalidate(*f);  // cannot tell where the append went
       struct stat st {};
-      if (fstat(of.fd, &st) == 0) fs.cache().set_size(f, static_cast<std::uint64_t>(st.st_size));
+      if (fstat(of.fd, &st) == 0) fs.cache().set_size(*f, static_cast<std::uint64_t>(st.st_size));
     } else {
       // -ENOMEM drops the affected pages instead: still consistent.
-      (void)fs.cache().write(f, static_cast<std::uint64_t>(pos), data, static_cast<std::size_t>(n));
+      (void)fs.cache().write(*f, static_cast<std::uint64_t>(pos), data,
+                             static_cast<std::size_t>(n));
     }
-    fs.restamp_locked(in);
   }
-  lk.unlock();
+  change.finish();
   fuse_reply_write(req, static_cast<std::size_t>(n));
   return 0;
 }
@@ -447,10 +450,9 @@ void sfs_write(fuse_req_t req, fuse_ino_t /*ino*/, const char* buf, size_t size,
 }
 
 // After a change the cache cannot mirror byte by byte: take the backing
-// file's size.  Context: in.writer_mu held, in.cached set.
-void sync_size_locked(Filesystem& fs, Inode& in, int fd) {
+// file's size.  Context: in a FileChange of f's file.
+void sync_size(Filesystem& fs, cache::CachedFile& f, int fd) {
   struct stat st {};
-  cache::CachedFile& f = *in.cached;
   if (fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) != f.size()) {
     (void)fs.cache().truncate(f, static_cast<std::uint64_t>(st.st_size));
   }
@@ -460,27 +462,24 @@ int do_fallocate(fuse_req_t req, int mode, off_t off, off_t len, fuse_file_info*
   Filesystem& fs = fs_of(req);
   OpenFile& of = *open_file_of(fi);
   Inode& in = *of.inode;
-  std::unique_lock lk(in.writer_mu);
-  if (in.cached) fs.check_locked(in);
+  FileChange change(fs, in);
   if (int err = change_as_writer(
           req, in, of.fd, [&] { return fallocate(of.fd, mode, off, len) ? last_errno() : 0; })) {
     return err;
   }
-  if (in.cached) {
-    cache::CachedFile& f = *in.cached;
+  if (cache::CachedFile* f = change.cached()) {
     cache::PageCache& pc = fs.cache();
     if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
       // The range reads as zero; ZERO_RANGE without KEEP_SIZE may also
-      // grow the file (sync_size_locked).
-      (void)pc.punch(f, static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(len));
+      // grow the file (sync_size).
+      (void)pc.punch(*f, static_cast<std::uint64_t>(off), static_cast<std::uint64_t>(len));
     } else if (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE)) {
-      pc.invalidate(f);  // bytes moved: nothing cached is where it was
+      pc.invalidate(*f);  // bytes moved: nothing cached is where it was
     }
     // Mode 0 may grow the file (zeros); KEEP_SIZE changes no byte.
-    sync_size_locked(fs, in, of.fd);
-    fs.restamp_locked(in);
+    sync_size(fs, *f, of.fd);
   }
-  lk.unlock();
+  change.finish();
   fuse_reply_err(req, 0);
   return 0;
 }
@@ -490,15 +489,17 @@ void sfs_fallocate(fuse_req_t req, fuse_ino_t /*ino*/, int mode, off_t off, off_
   reply_errno(req, [&] { return do_fallocate(req, mode, off, len, fi); });
 }
 
+// Only SEEK_DATA and SEEK_HOLE come here (the kernel does the rest).  The
+// handle's fd offset is otherwise unused (reads and writes are positional).
+int do_lseek(fuse_req_t req, off_t off, int whence, fuse_file_info* fi) {
+  off_t r = lseek(open_file_of(fi)->fd, off, whence);
+  if (r < 0) return last_errno();
+  fuse_reply_lseek(req, r);
+  return 0;
+}
+
 void sfs_lseek(fuse_req_t req, fuse_ino_t /*ino*/, off_t off, int whence, fuse_file_info* fi) {
-  // Only SEEK_DATA and SEEK_HOLE come here (the kernel does the rest).  The
-  // handle's fd offset is otherwise unused (reads and writes are positional).
-  reply_errno(req, [&] {
-    off_t r = lseek(open_file_of(fi)->fd, off, whence);
-    if (r < 0) return last_errno();
-    fuse_reply_lseek(req, r);
-    return 0;
-  });
+  reply_errno(req, [&] { return do_lseek(req, off, whence, fi); });
 }
 
 int do_copy_file_range(fuse_req_t req, off_t off_in, fuse_file_info* fi_in, off_t off_out,
@@ -507,8 +508,7 @@ int do_copy_file_range(fuse_req_t req, off_t off_in, fuse_file_info* fi_in, off_
   OpenFile& src = *open_file_of(fi_in);
   OpenFile& dst = *open_file_of(fi_out);
   Inode& in = *dst.inode;
-  std::unique_lock lk(in.writer_mu);  // the destination's; the source is only read
-  if (in.cached) fs.check_locked(in);
+  FileChange change(fs, in);  // the destination's; the source is only read
   loff_t oi = off_in, oo = off_out;
   ssize_t n = -1;
   if (int err = change_as_writer(req, in, dst.fd, [&] {
@@ -517,13 +517,11 @@ int do_copy_file_range(fuse_req_t req, off_t off_in, fuse_file_info* fi_in, off_
       })) {
     return err;
   }
-  if (in.cached && n > 0) {
-    fs.cache().invalidate(*in.cached, static_cast<std::uint64_t>(off_out),
-                          static_cast<std::uint64_t>(n));
-    sync_size_locked(fs, in, dst.fd);
-    fs.restamp_locked(in);
+  if (cache::CachedFile* f = change.cached(); f && n > 0) {
+    fs.cache().invalidate(*f, static_cast<std::uint64_t>(off_out), static_cast<std::uint64_t>(n));
+    sync_size(fs, *f, dst.fd);
   }
-  lk.unlock();
+  change.finish();
   fuse_reply_write(req, static_cast<std::size_t>(n));
   return 0;
 }
