@@ -28,9 +28,11 @@
  * is gp_synchronize()/take_cookie(), rcu::synchronize() is rcu_synchronize().
  *
  * Build-time switches (spin -DNAME -a deferral.pml):
- *   URCU_MEMB            rcu_synchronize() is liburcu's memb algorithm (two
- *                        phase flips, per-reader ctr) instead of the abstract
- *                        "wait for every reader inside a section at start".
+ *   URCU_MEMB            rcu_synchronize() is liburcu's memb algorithm (a
+ *                        phase flip between two waits, per-reader ctr)
+ *                        instead of the abstract "wait for every reader
+ *                        inside a section at the start".
+ *   URCU_MEMB_NO_PASS2   (with URCU_MEMB) a broken liburcu: no second wait.
  * Mutants, each must give a counterexample to the property:
  *   NO_SLOT_LOCK         the per-slot lock is gone.
  *   QUEUE_INTO_BATCH     free() adds the page to the in-flight batch, whose
@@ -135,37 +137,34 @@ inline rcu_read_unlock(r) { rd_sec[r]++ }
 
 /* ── rcu::synchronize() (urcu_memb_synchronize_rcu) ── */
 #ifdef URCU_MEMB
-/* wait_for_readers(): readers of the other phase must go quiescent; with
- * `rec`, readers seen in the current phase are remembered in cur[] (the
- * cur_snap_readers list) for the second pass. */
-inline wait_for_readers(rec) {
-  gi = 0;
-  do
-  :: gi < NRD ->
-     atomic {
-       (!rd_active[gi] || rd_phase[gi] == gp_phase) ->
-       if
-       :: rec -> cur[gi] = rd_active[gi]
-       :: else -> skip
-       fi;
-       gi++
-     }
-  :: else -> break
-  od;
-  gi = 0
-}
+/* urcu_memb_synchronize_rcu() (liburcu 0.13 src/urcu.c), with gp_mutex for
+ * rcu_gp_lock.  Pass 1, wait_for_readers(&registry, &cur_snap_readers, ..):
+ * each reader is classified, in any order, once it is quiescent (-> done)
+ * or in a section of the current phase (-> cur, for pass 2); one in a
+ * section of the old phase is waited for.  Then the phase flips, and pass
+ * 2, wait_for_readers(&cur_snap_readers, NULL, ..), waits for each reader
+ * of cur until it is quiescent or of the new phase.  `gi` is the set of
+ * readers not yet classified.  The membarriers around it are no-ops in
+ * this sequentially consistent model. */
+#define reader_ok(r) (!rd_active[r] || rd_phase[r] == gp_phase)
 inline rcu_synchronize() {
-  atomic { !gp_mutex -> gp_mutex = true };
-  wait_for_readers(true);
-  gp_phase = !gp_phase;
-  /* second pass over cur_snap_readers only */
-  gi = 0;
+  atomic { !gp_mutex -> gp_mutex = true; gi = 3 };
   do
-  :: gi < NRD ->
-     atomic { (!cur[gi] || !rd_active[gi] || rd_phase[gi] == gp_phase) -> cur[gi] = false; gi++ }
-  :: else -> break
+  :: atomic { (gi & 1) && reader_ok(0) -> cur[0] = rd_active[0]; gi = gi & 2 }
+  :: atomic { (gi & 2) && reader_ok(1) -> cur[1] = rd_active[1]; gi = gi & 1 }
+  :: gi == 0 -> break
   od;
+  gp_phase = !gp_phase;
+#ifdef URCU_MEMB_NO_PASS2
   gi = 0;
+#else
+  gi = 3;
+#endif
+  do
+  :: atomic { (gi & 1) && (!cur[0] || reader_ok(0)) -> cur[0] = false; gi = gi & 2 }
+  :: atomic { (gi & 2) && (!cur[1] || reader_ok(1)) -> cur[1] = false; gi = gi & 1 }
+  :: gi == 0 -> break
+  od;
   gp_mutex = false
 }
 #else

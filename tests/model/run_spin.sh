@@ -31,7 +31,7 @@ case $expect in
   *) usage ;;
 esac
 for d in "$@"; do
-  [[ $d =~ ^-D[A-Z_]+$ ]] || { echo "run_spin.sh: not a -DNAME switch: $d" >&2; exit 2; }
+  [[ $d =~ ^-D[A-Z0-9_]+$ ]] || { echo "run_spin.sh: not a -DNAME switch: $d" >&2; exit 2; }
 done
 
 for tool in spin cc; do
