@@ -44,12 +44,22 @@
  *                        rcu_free (another thread's last put frees at once).
  *   UNLINK_AFTER_QUEUE   the page is queued (and its batch's cookie taken)
  *                        before it leaves the index.
+ *   READ_AFTER_UNLOCK    the reader copies after its rcu_read_unlock().
+ *   END_PUBLISHES_STARTED  GracePeriods::end() publishes `started` rather
+ *                        than the number its begin() returned (a counter-
+ *                        example needs THREE_PAGES: two grace periods at
+ *                        once, the driver's and the expedite worker's).
  * Other switches:
  *   NO_REF_READER        no RefReader process (smaller state space).
+ *   THREE_PAGES          three pages instead of two.
  *   ONLY_GUARANTEE       no secondary checks (see check() below).
  */
 
-#define NP     2   /* pages 0..NP-1, all in the index at the start */
+#ifdef THREE_PAGES
+#define NP     3   /* pages 0..NP-1, all in the index at the start */
+#else
+#define NP     2
+#endif
 #define NS     2   /* pool slots */
 #define OWNER  0   /* slot of the Remover thread */
 #define RSLOT  1   /* slot of the RefReader thread (its last put frees there) */
@@ -190,7 +200,11 @@ inline take_cookie(c) { c = gp_started + 1 }
 /* begin(): started.fetch_add(1) + 1 */
 inline gp_begin() { gp_started++; sn = gp_started }
 /* end(s): CAS-max of completed */
+#ifdef END_PUBLISHES_STARTED
+inline gp_end() { if :: gp_completed < gp_started -> gp_completed = gp_started :: else -> skip fi; sn = 0 }
+#else
 inline gp_end() { if :: gp_completed < sn -> gp_completed = sn :: else -> skip fi; sn = 0 }
+#endif
 /* synchronize(): end(begin()) around rcu::synchronize().  With the abstract
  * RCU, two steps: begin() with the start of the grace period, and the end
  * of the wait with end().  Merging is exact: begin() writes only `started`,
@@ -431,7 +445,10 @@ active proctype Reader() {
 #endif
   if
   :: i = 0
-  :: i = NP - 1
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
   fi;
   rcu_read_lock(RD_NOREF);
   do
@@ -440,6 +457,14 @@ active proctype Reader() {
      :: in_index[i] -> found = i
      :: else -> break  /* Stop::missing */
      fi;
+#ifdef READ_AFTER_UNLOCK
+     /* the copy after the section: as if read_iov() sent the iovec
+      * pointing into the page after its ReadGuard */
+     rcu_read_unlock(RD_NOREF);
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     goto done;
+#endif
      /* sink.put(p->data + off, n): a memcpy, observed in two steps */
      assert(!poisoned[found]);
      assert(!poisoned[found]);
@@ -447,6 +472,11 @@ active proctype Reader() {
   :: else -> break
   od;
   rcu_read_unlock(RD_NOREF)
+#ifdef READ_AFTER_UNLOCK
+  ;
+done:
+  skip
+#endif
 }
 
 /* get_page() + slow_page(): the reference path for one page. */
@@ -462,7 +492,10 @@ active proctype RefReader() {
 #endif
   if
   :: i = 0
-  :: i = NP - 1
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
   fi;
   rcu_read_lock(RD_REF);
   if
