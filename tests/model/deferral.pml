@@ -33,7 +33,7 @@
  *                        instead of the abstract "wait for every reader
  *                        inside a section at the start".
  *   URCU_MEMB_NO_PASS2   (with URCU_MEMB) a broken liburcu: no second wait.
- * Mutants, each must give a counterexample to the property:
+ * Mutants, each must give a counterexample (to the property unless said):
  *   NO_SLOT_LOCK         the per-slot lock is gone.
  *   QUEUE_INTO_BATCH     free() adds the page to the in-flight batch, whose
  *                        grace period may have started, rather than pending.
@@ -45,6 +45,9 @@
  *   UNLINK_AFTER_QUEUE   the page is queued (and its batch's cookie taken)
  *                        before it leaves the index.
  *   READ_AFTER_UNLOCK    the reader copies after its rcu_read_unlock().
+ *   SWEEP_NO_REQUEST     sweep() cuts a batch but does not request its grace
+ *                        period: not the property, the "nothing stranded"
+ *                        check (see `timeout` in Driver) must fail.
  *   END_PUBLISHES_STARTED  GracePeriods::end() publishes `started` rather
  *                        than the number its begin() returned (a counter-
  *                        example needs THREE_PAGES: two grace periods at
@@ -69,7 +72,8 @@
 
 #define BIT(p) (1 << (p))
 
-/* Secondary checks (list invariant I1, no double free).  ONLY_GUARANTEE
+/* Secondary checks (list invariant I1, no double free, nothing stranded on a
+ * list once nothing can move).  ONLY_GUARANTEE
  * leaves just the property, so that a mutant that also corrupts the lists
  * shows a counterexample to the property itself. */
 #ifdef ONLY_GUARANTEE
@@ -84,6 +88,9 @@ bool rcu_free[NP];  /* Page::kRcuFree */
 byte ref[NP] = 1;    /* refcount bits of the state word (Cas discipline) */
 bool freed[NP];     /* back in the arena (release_to_arena) */
 bool poisoned[NP];  /* bytes overwritten: poison_on_free / the next user */
+
+/* Pages set rcu_free but not yet back in the arena, when nothing can move. */
+#define stranded (pending[0] | pending[1] | inflight[0] | inflight[1])
 
 /* ── pool slots: alloc/page_pool.cc struct Slot (lists as page bitmasks) ── */
 byte pending[NS];
@@ -329,7 +336,11 @@ inline sweep_slot(s) {
     slot_unlock(s)
   CS_END;
   free_list(ready);
+#ifdef SWEEP_NO_REQUEST
+  ck = 0
+#else
   d_step { request_gp(ck) }
+#endif
 }
 
 /* ── processes ── */
@@ -388,9 +399,12 @@ active proctype Driver() {
   end:
   do
   :: gp_requested > gp_completed -> gp_synchronize()
-  /* A sweep of a slot with no batch does nothing but take its lock. */
-  :: inflight[OWNER] != 0 -> sweep_slot(OWNER)
-  :: inflight[RSLOT] != 0 -> sweep_slot(RSLOT)
+  /* A sweep of a slot with no ready batch does nothing but take its lock. */
+  :: batch_ready(OWNER) -> sweep_slot(OWNER)
+  :: batch_ready(RSLOT) -> sweep_slot(RSLOT)
+  /* Nothing in the system can move: every page that was queued for a grace
+   * period must be back in the arena (nothing stranded on a list, I1). */
+  :: timeout -> check(stranded == 0)
   od
 }
 
@@ -424,11 +438,11 @@ active proctype Expedite() {
         free_list(list);  /* complete(): freed here or handed to the owner */
         /* sweep(false): our grace period may have completed other batches */
         if
-        :: inflight[OWNER] != 0 -> sweep_slot(OWNER)
+        :: batch_ready(OWNER) -> sweep_slot(OWNER)
         :: else -> skip
         fi;
         if
-        :: inflight[RSLOT] != 0 -> sweep_slot(RSLOT)
+        :: batch_ready(RSLOT) -> sweep_slot(RSLOT)
         :: else -> skip
         fi
      :: else -> skip
