@@ -6,7 +6,9 @@
  *
  * The property (design.md, "Page lifecycle" 6): the memory of a page found in
  * an index under rcu_read_lock() is not reused before that reader's
- * rcu_read_unlock().  It is the assertion !(poisoned[found]) in the readers.
+ * rcu_read_unlock().  It is the readers' assertions on poisoned[]: at each
+ * step of a copy, and just before each rcu_read_unlock() for every page the
+ * section found.
  *
  * What each process stands for (file:function of the code it models):
  *   Remover    the slot owner removing pages: cache/page_cache.cc
@@ -88,6 +90,12 @@ bool rcu_free[NP];  /* Page::kRcuFree */
 byte ref[NP] = 1;    /* refcount bits of the state word (Cas discipline) */
 bool freed[NP];     /* back in the arena (release_to_arena) */
 bool poisoned[NP];  /* bytes overwritten: poison_on_free / the next user */
+/* Any page of the set m (a bitmask) reused. */
+#ifdef THREE_PAGES
+#define reused(m) (((m) & 1) && poisoned[0] || ((m) & 2) && poisoned[1] || ((m) & 4) && poisoned[2])
+#else
+#define reused(m) (((m) & 1) && poisoned[0] || ((m) & 2) && poisoned[1])
+#endif
 
 /* Pages set rcu_free but not yet back in the arena, when nothing can move. */
 #define stranded (pending[0] | pending[1] | inflight[0] | inflight[1])
@@ -453,7 +461,7 @@ active proctype Expedite() {
 
 /* fast_locked(): pages from a nondeterministic start, no reference. */
 active proctype Reader() {
-  byte i, found;
+  byte i, found, seen;  /* seen: the pages this section found */
 #ifdef URCU_MEMB
   bool rtmp;
 #endif
@@ -468,12 +476,13 @@ active proctype Reader() {
   do
   :: i < NP ->
      if
-     :: in_index[i] -> found = i
+     :: in_index[i] -> found = i; seen = seen | BIT(i)
      :: else -> break  /* Stop::missing */
      fi;
 #ifdef READ_AFTER_UNLOCK
      /* the copy after the section: as if read_iov() sent the iovec
       * pointing into the page after its ReadGuard */
+     assert(!reused(seen));
      rcu_read_unlock(RD_NOREF);
      assert(!poisoned[found]);
      assert(!poisoned[found]);
@@ -485,6 +494,7 @@ active proctype Reader() {
      i++
   :: else -> break
   od;
+  assert(!reused(seen));
   rcu_read_unlock(RD_NOREF)
 #ifdef READ_AFTER_UNLOCK
   ;
@@ -524,11 +534,12 @@ active proctype RefReader() {
     fi
   }
   if
-  :: !got -> rcu_read_unlock(RD_REF); goto out  /* frozen: the index moves on */
+  :: !got -> assert(!poisoned[found]); rcu_read_unlock(RD_REF); goto out  /* frozen */
   :: else -> got = false
   fi;
   if
   :: in_index[i] ->
+     assert(!poisoned[found]);
      rcu_read_unlock(RD_REF);
      /* slow_page(): memcpy under the reference, outside the section */
      assert(!poisoned[found]);
@@ -542,6 +553,7 @@ active proctype RefReader() {
      :: else -> skip
      fi;
      last = false;
+     assert(!poisoned[found]);
      rcu_read_unlock(RD_REF)
   fi;
   if
