@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later
+ *
+ * tests/model/deferral.pml: a Promela model of norefs's deferred-free
+ * ordering, checked exhaustively with spin (tests/model/run_spin.sh,
+ * docs/model-check.md).
+ *
+ * The property (design.md, "Page lifecycle" 6): the memory of a page found in
+ * an index under rcu_read_lock() is not reused before that reader's
+ * rcu_read_unlock().  It is the readers' assertions on poisoned[]: at each
+ * step of a copy, and just before each rcu_read_unlock() for every page the
+ * section found.
+ *
+ * What each process stands for (file:function of the code it models):
+ *   Remover    the slot owner removing pages: cache/page_cache.cc
+ *              remove_locked() (index erase, set_rcu_free) + free_removed()
+ *              (pg::put of the cache's reference, PagePool::free), or evict()
+ *              (pg::freeze, erase, set_rcu_free, free).
+ *   Driver     alloc/page_pool.cc Impl::driver_main(): GracePeriods::
+ *              synchronize() when gp_requested > completed, and sweep()
+ *              (free a batch whose cookie completed, cut pending behind it).
+ *   Expedite   alloc/page_pool.cc Impl::expedite_main(): takes a slot's
+ *              pending list under the slot lock, synchronize(), frees it.
+ *   Reader     cache/read_loop.cc PageCache::fast_locked() under
+ *              rcu::ReadGuard: lookup, copy with no reference, unlock.
+ *   RefReader  cache/read_loop.cc get_page() + slow_page(): lookup, try_get,
+ *              re-lookup (put inside the section if the page went), copy
+ *              outside the section, put; its last put frees on its own slot.
+ * PagePool::Impl::free() is the inline pool_free(), cut_locked() is cut(),
+ * batch_ready_locked() is batch_ready(), GracePeriods (alloc/grace_period.h)
+ * is gp_synchronize()/take_cookie(), rcu::synchronize() is rcu_synchronize().
+ *
+ * Build-time switches (spin -DNAME -a deferral.pml):
+ *   URCU_MEMB            rcu_synchronize() is liburcu's memb algorithm (a
+ *                        phase flip between two waits, per-reader ctr)
+ *                        instead of the abstract "wait for every reader
+ *                        inside a section at the start".
+ *   URCU_MEMB_NO_PASS2   (with URCU_MEMB) a broken liburcu: no second wait.
+ * Mutants, each must give a counterexample (to the property unless said):
+ *   NO_SLOT_LOCK         the per-slot lock is gone.
+ *   QUEUE_INTO_BATCH     free() adds the page to the in-flight batch, whose
+ *                        grace period may have started, rather than pending.
+ *   FREE_BEFORE_GP       a batch is freed without polling its cookie.
+ *   COOKIE_OFF_BY_ONE    cookie() returns `started`, not `started + 1`: the
+ *                        batch waits for a grace period that may be running.
+ *   RCU_FREE_AFTER_PUT   the remover drops its reference before it sets
+ *                        rcu_free (another thread's last put frees at once).
+ *   UNLINK_AFTER_QUEUE   the page is queued (and its batch's cookie taken)
+ *                        before it leaves the index.
+ *   READ_AFTER_UNLOCK    the reader copies after its rcu_read_unlock().
+ *   SWEEP_NO_REQUEST     sweep() cuts a batch but does not request its grace
+ *                        period: not the property, the "nothing stranded"
+ *                        check (see `timeout` in Driver) must fail.
+ *   END_PUBLISHES_STARTED  GracePeriods::end() publishes `started` rather
+ *                        than the number its begin() returned (a counter-
+ *                        example needs THREE_PAGES: two grace periods at
+ *                        once, the driver's and the expedite worker's).
+ * Other switches:
+ *   NO_REF_READER        no RefReader process (smaller state space).
+ *   THREE_PAGES          three pages instead of two.
+ *   ONLY_GUARANTEE       no secondary checks (see check() below).
+ */
+
+#ifdef THREE_PAGES
+#define NP     3   /* pages 0..NP-1, all in the index at the start */
+#else
+#define NP     2
+#endif
+#define NS     2   /* pool slots */
+#define OWNER  0   /* slot of the Remover thread */
+#define RSLOT  1   /* slot of the RefReader thread (its last put frees there) */
+#define NRD    2   /* RCU readers */
+#define RD_NOREF 0
+#define RD_REF   1
+
+#define BIT(p) (1 << (p))
+
+/* Secondary checks (list invariant I1, no double free, nothing stranded on a
+ * list once nothing can move).  ONLY_GUARANTEE
+ * leaves just the property, so that a mutant that also corrupts the lists
+ * shows a counterexample to the property itself. */
+#ifdef ONLY_GUARANTEE
+#define check(c) skip
+#else
+#define check(c) assert(c)
+#endif
+
+/* ── pages: alloc/page.h, cache/page.h ── */
+bool in_index[NP] = true;  /* PageIndex slot holds the page */
+bool rcu_free[NP];  /* Page::kRcuFree */
+byte ref[NP] = 1;    /* refcount bits of the state word (Cas discipline) */
+bool freed[NP];     /* back in the arena (release_to_arena) */
+bool poisoned[NP];  /* bytes overwritten: poison_on_free / the next user */
+/* Any page of the set m (a bitmask) reused. */
+#ifdef THREE_PAGES
+#define reused(m) (((m) & 1) && poisoned[0] || ((m) & 2) && poisoned[1] || ((m) & 4) && poisoned[2])
+#else
+#define reused(m) (((m) & 1) && poisoned[0] || ((m) & 2) && poisoned[1])
+#endif
+
+/* Pages set rcu_free but not yet back in the arena, when nothing can move. */
+#define stranded (pending[0] | pending[1] | inflight[0] | inflight[1])
+
+/* ── pool slots: alloc/page_pool.cc struct Slot (lists as page bitmasks) ── */
+byte pending[NS];
+byte inflight[NS];
+byte inflight_cookie[NS];
+bool slot_locked[NS];
+bool exp_queued[NS];  /* Slot::expedite_queued */
+byte exp_queue;       /* Impl::expedite_queue, a set of slots */
+
+/* ── grace periods: alloc/grace_period.h, Impl::gp_requested ── */
+byte gp_started;
+byte gp_completed;
+byte gp_requested;
+
+/* ── RCU (liburcu memb) ── */
+#ifdef URCU_MEMB
+bool gp_phase;        /* rcu_gp.ctr's URCU_GP_CTR_PHASE bit */
+bool gp_mutex;        /* rcu_gp_lock */
+bool rd_active[NRD];  /* reader ctr & URCU_GP_CTR_NEST_MASK (no nesting here) */
+bool rd_phase[NRD];   /* reader ctr & URCU_GP_CTR_PHASE */
+#else
+byte rd_sec[NRD];     /* sections entered + left: odd = inside one */
+#endif
+
+/* ── the slot lock (SpinLock) ──
+ * A critical section is modelled as at most two atomic blocks, CS_BEGIN ..
+ * CS_END, each with one access to a variable the slot lock does not guard
+ * (gp_completed or gp_started); the rest (the slot's lists, cookie and
+ * expedite flag) no other process touches while the lock is held.  By
+ * Lipton's reduction (lock = right mover, unlock = left mover, accesses to
+ * guarded variables both) this has exactly the reachable states of the
+ * step-by-step section, with fewer interleavings to explore.  Without the
+ * lock (NO_SLOT_LOCK) every statement is its own step. */
+#ifdef NO_SLOT_LOCK
+#define CS_BEGIN
+#define CS_END
+inline slot_lock(s) { skip }
+inline slot_unlock(s) { skip }
+#else
+#define CS_BEGIN atomic {
+#define CS_END }
+inline slot_lock(s) { !slot_locked[s] -> slot_locked[s] = true }
+inline slot_unlock(s) {
+  check(pending[s] == 0 || inflight[s] != 0);  /* (I1) of page_pool.cc */
+  slot_locked[s] = false
+}
+#endif
+
+/* ── RCU read side: alloc/rcu.h read_lock()/read_unlock() ── */
+#ifdef URCU_MEMB
+/* _urcu_memb_read_lock_update(): ctr = gp.ctr, a load then a store. */
+inline rcu_read_lock(r) {
+  rtmp = gp_phase;
+  d_step { rd_phase[r] = rtmp; rd_active[r] = true; rtmp = 0 }
+}
+inline rcu_read_unlock(r) { rd_active[r] = false }
+#else
+inline rcu_read_lock(r) { rd_sec[r]++ }
+inline rcu_read_unlock(r) { rd_sec[r]++ }
+#endif
+
+/* ── rcu::synchronize() (urcu_memb_synchronize_rcu) ── */
+#ifdef URCU_MEMB
+/* urcu_memb_synchronize_rcu() (liburcu 0.13 src/urcu.c), with gp_mutex for
+ * rcu_gp_lock.  Pass 1, wait_for_readers(&registry, &cur_snap_readers, ..):
+ * each reader is classified, in any order, once it is quiescent (-> done)
+ * or in a section of the current phase (-> cur, for pass 2); one in a
+ * section of the old phase is waited for.  Then the phase flips, and pass
+ * 2, wait_for_readers(&cur_snap_readers, NULL, ..), waits for each reader
+ * of cur until it is quiescent or of the new phase.  `gi` is the set of
+ * readers not yet classified.  The membarriers around it are no-ops in
+ * this sequentially consistent model. */
+#define reader_ok(r) (!rd_active[r] || rd_phase[r] == gp_phase)
+inline rcu_synchronize() {
+  atomic { !gp_mutex -> gp_mutex = true; gi = 3 };
+  do
+  :: atomic { (gi & 1) && reader_ok(0) -> cur[0] = rd_active[0]; gi = gi & 2 }
+  :: atomic { (gi & 2) && reader_ok(1) -> cur[1] = rd_active[1]; gi = gi & 1 }
+  :: gi == 0 -> break
+  od;
+  gp_phase = !gp_phase;
+#ifdef URCU_MEMB_NO_PASS2
+  gi = 0;
+#else
+  gi = 3;
+#endif
+  do
+  :: atomic { (gi & 1) && (!cur[0] || reader_ok(0)) -> cur[0] = false; gi = gi & 2 }
+  :: atomic { (gi & 2) && (!cur[1] || reader_ok(1)) -> cur[1] = false; gi = gi & 1 }
+  :: gi == 0 -> break
+  od;
+  gp_mutex = false
+}
+#else
+/* The RCU guarantee itself: wait for every reader that is inside a
+ * read-side section when the grace period starts.  One wait for all of
+ * them: "has left the section it was in" stays true once true, so waiting
+ * for the readers one after another ends at the same moment. */
+inline rcu_sync_start() { snap0 = rd_sec[0]; snap1 = rd_sec[1] }
+inline rcu_sync_wait() {
+  ((snap0 & 1) == 0 || rd_sec[0] != snap0) && ((snap1 & 1) == 0 || rd_sec[1] != snap1);
+  snap0 = 0;
+  snap1 = 0
+}
+#endif
+
+/* ── GracePeriods (alloc/grace_period.h, grace_period.cc) ── */
+/* cookie(): started.fetch_add(0) + 1 */
+#ifdef COOKIE_OFF_BY_ONE
+inline take_cookie(c) { c = gp_started }
+#else
+inline take_cookie(c) { c = gp_started + 1 }
+#endif
+/* begin(): started.fetch_add(1) + 1 */
+inline gp_begin() { gp_started++; sn = gp_started }
+/* end(s): CAS-max of completed */
+#ifdef END_PUBLISHES_STARTED
+inline gp_end() { if :: gp_completed < gp_started -> gp_completed = gp_started :: else -> skip fi; sn = 0 }
+#else
+inline gp_end() { if :: gp_completed < sn -> gp_completed = sn :: else -> skip fi; sn = 0 }
+#endif
+/* synchronize(): end(begin()) around rcu::synchronize().  With the abstract
+ * RCU, two steps: begin() with the start of the grace period, and the end
+ * of the wait with end().  Merging is exact: begin() writes only `started`,
+ * which the readers' steps do not touch, and the snapshot reads only the
+ * readers' counters, which no cookie step touches (likewise at the end). */
+inline gp_synchronize() {
+#ifdef URCU_MEMB
+  atomic { gp_begin() };
+  rcu_synchronize();
+  atomic { gp_end() }
+#else
+  atomic { gp_begin(); rcu_sync_start() };
+  atomic { rcu_sync_wait(); gp_end() }
+#endif
+}
+
+/* ── PagePool::Impl (alloc/page_pool.cc) ── */
+/* batch_ready_locked(): inflight non-empty and gp.poll(inflight_cookie) */
+#ifdef FREE_BEFORE_GP
+#define batch_ready(s) (inflight[s] != 0)
+#else
+#define batch_ready(s) (inflight[s] != 0 && gp_completed >= inflight_cookie[s])
+#endif
+
+/* cut_locked(): inflight = pending.take(); inflight_cookie = gp.cookie() */
+inline cut(s, c) {
+  inflight[s] = pending[s];
+  pending[s] = 0;
+  take_cookie(c);
+  inflight_cookie[s] = c
+}
+
+/* request_gp(): CAS-max of gp_requested */
+inline request_gp(c) {
+  if :: c > gp_requested -> gp_requested = c :: else -> skip fi;
+  c = 0
+}
+
+/* release_to_arena(): the memory is reusable from here (poison_on_free). */
+inline release(p) {
+  d_step { check(!freed[p]); freed[p] = true; poisoned[p] = true }
+}
+
+/* free_waited(): frees the pages of a list.  One step: freeing them one by
+ * one only adds schedules in which some are still unfreed, and a reader
+ * that sees none of them reused in those sees none here either. */
+inline free_list(m) {
+  d_step {
+    j = 0;
+    do
+    :: j < NP -> if :: m & BIT(j) -> release(j) :: else -> skip fi; j++
+    :: else -> break
+    od;
+    j = 0;
+    m = 0
+  }
+}
+
+/* PagePool::Impl::free(), driver engine, expedite threshold 1. */
+inline pool_free(p, s) {
+  if
+  :: !rcu_free[p] -> release(p)  /* immediate */
+  :: else ->
+     CS_BEGIN
+       slot_lock(s);
+#ifdef QUEUE_INTO_BATCH
+       if
+       :: inflight[s] != 0 -> inflight[s] = inflight[s] | BIT(p)
+       :: else -> pending[s] = pending[s] | BIT(p)
+       fi;
+#else
+       pending[s] = pending[s] | BIT(p);  /* s->pending.push(p) */
+#endif
+       /* our completed batch: free it here */
+       if
+       :: batch_ready(s) -> ready = inflight[s]; inflight[s] = 0
+       :: else -> skip
+       fi
+     CS_END;
+     CS_BEGIN
+       if
+       :: inflight[s] == 0 && pending[s] != 0 -> cut(s, ck)
+       :: else -> skip
+       fi;
+       /* pending.n >= expedite_pages (1 here) and not yet queued */
+       if
+       :: pending[s] != 0 && !exp_queued[s] -> exp_queued[s] = true; qexp = true
+       :: else -> skip
+       fi;
+       slot_unlock(s)
+     CS_END;
+     /* request_gp(), then queue_expedite(): one step, as each writes what
+      * only one other process reads (the driver, the expedite worker). */
+     d_step {
+       request_gp(ck);
+       if
+       :: qexp -> exp_queue = exp_queue | BIT(s); qexp = false
+       :: else -> skip
+       fi
+     }
+     free_list(ready)
+  fi
+}
+
+/* pg::put(): true if it dropped the last reference. */
+inline put(p, last) { d_step { ref[p]--; last = (ref[p] == 0) } }
+
+/* sweep() for one slot: free its batch if ready, cut pending behind it (I1). */
+inline sweep_slot(s) {
+  CS_BEGIN
+    slot_lock(s);
+    if
+    :: batch_ready(s) -> ready = inflight[s]; inflight[s] = 0
+    :: else -> skip
+    fi
+  CS_END;
+  CS_BEGIN
+    if
+    :: ready != 0 && pending[s] != 0 -> cut(s, ck)
+    :: else -> skip
+    fi;
+    slot_unlock(s)
+  CS_END;
+  free_list(ready);
+#ifdef SWEEP_NO_REQUEST
+  ck = 0
+#else
+  d_step { request_gp(ck) }
+#endif
+}
+
+/* ── processes ── */
+
+active proctype Remover() {
+  byte i, ready, ck, j;
+  bool last, qexp;
+  do
+  :: i < NP ->
+     if
+     :: true ->
+#if defined(RCU_FREE_AFTER_PUT)
+        in_index[i] = false;
+        put(i, last);
+        rcu_free[i] = true;
+#elif defined(UNLINK_AFTER_QUEUE)
+        rcu_free[i] = true;
+        put(i, last);
+        if
+        :: last -> pool_free(i, OWNER)
+        :: else -> skip
+        fi;
+        last = false;
+        in_index[i] = false;
+#else
+        /* remove_locked(): erase from the index, set rcu_free (one step:
+         * only the thread that drops the last reference reads rcu_free,
+         * and that cannot happen before our put below) */
+        d_step { in_index[i] = false; rcu_free[i] = true };
+        /* free_removed(): put the cache's reference; the last put frees */
+        put(i, last);
+#endif
+        if
+        :: last -> pool_free(i, OWNER)
+        :: else -> skip
+        fi;
+        last = false
+     :: atomic { ref[i] == 1 -> ref[i] = 0 } ->
+        /* evict(): pg::freeze() won, remove_locked(frozen), free_removed() */
+        d_step { in_index[i] = false; rcu_free[i] = true };
+        pool_free(i, OWNER)
+     :: ref[i] != 1 -> skip  /* evict(): freeze refused, a reader holds it */
+     fi;
+     i++
+  :: else -> break
+  od
+}
+
+active proctype Driver() {
+  byte ready, ck, j, sn, gi;
+#ifdef URCU_MEMB
+  bool cur[NRD];
+#else
+  byte snap0, snap1;
+#endif
+  end:
+  do
+  :: gp_requested > gp_completed -> gp_synchronize()
+  /* A sweep of a slot with no ready batch does nothing but take its lock. */
+  :: batch_ready(OWNER) -> sweep_slot(OWNER)
+  :: batch_ready(RSLOT) -> sweep_slot(RSLOT)
+  /* Nothing in the system can move: every page that was queued for a grace
+   * period must be back in the arena (nothing stranded on a list, I1). */
+  :: timeout -> check(stranded == 0)
+  od
+}
+
+active proctype Expedite() {
+  byte s, list, ready, ck, j, sn, gi;
+#ifdef URCU_MEMB
+  bool cur[NRD];
+#else
+  byte snap0, snap1;
+#endif
+  end:
+  do
+  :: exp_queue != 0 ->
+     d_step {
+       if
+       :: exp_queue & BIT(OWNER) -> s = OWNER
+       :: else -> s = RSLOT
+       fi;
+       exp_queue = exp_queue & ~BIT(s)
+     }
+     CS_BEGIN
+       slot_lock(s);
+       list = pending[s];
+       pending[s] = 0;
+       exp_queued[s] = false;
+       slot_unlock(s)
+     CS_END;
+     if
+     :: list != 0 ->
+        gp_synchronize();
+        free_list(list);  /* complete(): freed here or handed to the owner */
+        /* sweep(false): our grace period may have completed other batches */
+        if
+        :: batch_ready(OWNER) -> sweep_slot(OWNER)
+        :: else -> skip
+        fi;
+        if
+        :: batch_ready(RSLOT) -> sweep_slot(RSLOT)
+        :: else -> skip
+        fi
+     :: else -> skip
+     fi;
+     s = 0
+  od
+}
+
+/* fast_locked(): pages from a nondeterministic start, no reference. */
+active proctype Reader() {
+  byte i, found, seen;  /* seen: the pages this section found */
+#ifdef URCU_MEMB
+  bool rtmp;
+#endif
+  if
+  :: i = 0
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
+  fi;
+  rcu_read_lock(RD_NOREF);
+  do
+  :: i < NP ->
+     if
+     :: in_index[i] -> found = i; seen = seen | BIT(i)
+     :: else -> break  /* Stop::missing */
+     fi;
+#ifdef READ_AFTER_UNLOCK
+     /* the copy after the section: as if read_iov() sent the iovec
+      * pointing into the page after its ReadGuard */
+     assert(!reused(seen));
+     rcu_read_unlock(RD_NOREF);
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     goto done;
+#endif
+     /* sink.put(p->data + off, n): a memcpy, observed in two steps */
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     i++
+  :: else -> break
+  od;
+  assert(!reused(seen));
+  rcu_read_unlock(RD_NOREF)
+#ifdef READ_AFTER_UNLOCK
+  ;
+done:
+  skip
+#endif
+}
+
+/* get_page() + slow_page(): the reference path for one page. */
+#ifdef NO_REF_READER
+proctype RefReader() {
+#else
+active proctype RefReader() {
+#endif
+  byte i, found, ready, ck, j;
+  bool got, last, qexp;
+#ifdef URCU_MEMB
+  bool rtmp;
+#endif
+  if
+  :: i = 0
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
+  fi;
+  rcu_read_lock(RD_REF);
+  if
+  :: in_index[i] -> found = i
+  :: else -> rcu_read_unlock(RD_REF); goto out  /* miss */
+  fi;
+  /* pg::try_get(), Cas: refuses a zero (frozen or dead) count */
+  d_step {
+    if
+    :: ref[found] > 0 -> ref[found]++; got = true
+    :: else -> got = false
+    fi
+  }
+  if
+  :: !got -> assert(!poisoned[found]); rcu_read_unlock(RD_REF); goto out  /* frozen */
+  :: else -> got = false
+  fi;
+  if
+  :: in_index[i] ->
+     assert(!poisoned[found]);
+     rcu_read_unlock(RD_REF);
+     /* slow_page(): memcpy under the reference, outside the section */
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     put(found, last)
+  :: else ->
+     /* get_page(): removed meanwhile, put inside the section */
+     put(found, last);
+     if
+     :: last -> pool_free(found, RSLOT)
+     :: else -> skip
+     fi;
+     last = false;
+     assert(!poisoned[found]);
+     rcu_read_unlock(RD_REF)
+  fi;
+  if
+  :: last -> pool_free(found, RSLOT)
+  :: else -> skip
+  fi;
+out:
+  skip
+}
