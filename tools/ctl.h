@@ -6,14 +6,23 @@
 // read from the backing file during the advice and during the later read,
 // and the time of each, against the same read without the advice.
 //
+// It also holds the arithmetic of `norefsctl top` (snapshots of the two
+// counter blocks, rates from their deltas, the screen as lines of text), so
+// that tests feed it snapshots; the terminal handling stays in the main.
+//
 // Errors are CtlError with a message a user can act on ("not a norefs
 // mount", "only root or the mounting user ..."), never a bare errno.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
+#include "alloc/stats_block.h"
 #include "cache/cache_stats.h"
 
 namespace norefs::tools::ctl {
@@ -94,5 +103,59 @@ struct PrefetchMeasure {
 
 PrefetchMeasure measure_prefetch(const Fd& fd, std::uint64_t offset, std::uint64_t length,
                                  const cache::CacheStatsReader& cache);
+
+// ---- norefsctl top ----------------------------------------------------------
+
+// The two counter blocks and the daemon's RSS at one moment.
+struct TopSnapshot {
+  double seconds = 0;  // steady clock
+  alloc::Counters alloc;
+  cache::CacheCounters cache;
+  std::optional<std::uint64_t> rss_kib;  // VmRSS of the daemon; nullopt if unreadable
+};
+
+TopSnapshot top_snapshot(const alloc::StatsReader& a, const cache::CacheStatsReader& c,
+                         std::uint64_t pid);
+
+// What one frame shows.  Rates are deltas over `interval_s`; a counter that
+// went backwards (another daemon behind the same path) counts as 0.  With no
+// previous snapshot (the first frame) interval_s is 0 and no rate is known.
+struct TopRates {
+  double interval_s = 0;
+  double reads_per_s = 0, bytes_per_s = 0;
+  // Over the interval; nullopt when nothing was hit or missed in it.
+  std::optional<double> hit_ratio;   // hits / (hits + misses)
+  std::optional<double> fast_share;  // fast_pages / hits
+  // Since the daemon started.
+  std::optional<double> hit_ratio_total, fast_share_total;
+  double stops_per_s = 0;
+  // Fast-path stops per second by reason, highest first, only those > 0.
+  std::vector<std::pair<std::string, double>> stops;
+  double grace_periods_per_s = 0, expedites_per_s = 0, evictions_per_s = 0;
+  // Gauges of the newer snapshot.
+  std::uint64_t pages_cached = 0, active_pages = 0, limit_pages = 0;
+  std::uint64_t waiting = 0, peak_waiting = 0;
+  std::string read_path;
+  std::uint64_t batch = 0;
+  std::optional<std::uint64_t> rss_kib;
+};
+
+// `prev` null: the first frame (gauges only).
+TopRates top_rates(const TopSnapshot* prev, const TopSnapshot& now);
+
+// The screen: a header line then one line per group, none wider than
+// `width` columns.  `title` goes into the header (the mount, the pid);
+// at most `max_stops` stop reasons are shown.
+std::vector<std::string> format_top(const TopRates& r, std::string_view title,
+                                    std::size_t width = 80, std::size_t max_stops = 4);
+
+// "12.3k", "65.3M", "950": three significant digits, for rates.
+std::string human_rate(double v);
+
+// VmRSS from the text of /proc/<pid>/status, in KiB; nullopt if absent.
+std::optional<std::uint64_t> parse_vmrss_kib(std::string_view status);
+// Reads /proc/<pid>/status; nullopt if it cannot be read (the daemon exited,
+// or another user's process under hidepid).
+std::optional<std::uint64_t> daemon_rss_kib(std::uint64_t pid);
 
 }  // namespace norefs::tools::ctl

@@ -24,6 +24,21 @@ using cache::PageCache;
 
 namespace {
 
+// 1234 -> "1.23k": counts on the progress line.
+std::string si(double v) {
+  char b[32];
+  if (v >= 1e9) {
+    std::snprintf(b, sizeof b, "%.3gG", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(b, sizeof b, "%.3gM", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(b, sizeof b, "%.3gk", v / 1e3);
+  } else {
+    std::snprintf(b, sizeof b, "%.0f", v);
+  }
+  return b;
+}
+
 // ── The content function ──
 constexpr std::uint64_t kMagic = 0xe71c;  // top 16 bits of every content key
 constexpr std::uint64_t kM1 = 0xbf58476d1ce4e5b9ULL, kM2 = 0x94d049bb133111ebULL;
@@ -193,7 +208,8 @@ std::string_view bad_kind_name(BadKind k) {
   return "?";
 }
 
-EvictRaceResult run_evict_race(const EvictRaceParams& p) {
+EvictRaceResult run_evict_race(const EvictRaceParams& p,
+                               const std::function<void(const std::string&)>& progress) {
   if (p.readers == 0 || p.files == 0 || p.file_pages == 0 || p.max_read == 0) {
     throw std::invalid_argument("evict_race: readers, files, file_pages and max_read must be > 0");
   }
@@ -222,6 +238,9 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::vector<ReaderStats> rstats(p.readers);
+  // Bad reads so far, for the progress line only (the report sums rstats
+  // after the join).  Relaxed: a count shown to a person, ordering nothing.
+  std::atomic<std::uint64_t> bad_so_far{0};
   std::vector<WorkerStats> wstats(1 + p.churners);  // [0]: the evictor
   std::vector<std::thread> threads;
 
@@ -296,6 +315,7 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p) {
         }
         if (is_bad) {
           st.bad++;
+          bad_so_far.fetch_add(1, std::memory_order_relaxed);
           st.by_kind[static_cast<std::size_t>(bad.kind)]++;
           if (st.kept.size() < p.keep_bad) {
             bad.at_seconds = since_start();
@@ -362,7 +382,22 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p) {
   EvictRaceResult res;
   const auto t0 = std::chrono::steady_clock::now();
   go.store(true, std::memory_order_release);
-  std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
+  const auto end = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(p.seconds));
+  for (auto tick = t0 + std::chrono::seconds(1); tick < end; tick += std::chrono::seconds(1)) {
+    std::this_thread::sleep_until(tick);
+    if (!progress) continue;
+    cache::CacheCounters c = cache.counters();
+    char line[160];
+    std::snprintf(
+        line, sizeof line, "%.0f/%.3g s: %s reads, %s bad, %s pages evicted",
+        std::chrono::duration<double>(tick - t0).count(), p.seconds,
+        si(static_cast<double>(c[cache::Ctr::reads])).c_str(),
+        std::to_string(bad_so_far.load(std::memory_order_relaxed)).c_str(),
+        si(static_cast<double>(c[cache::Ctr::evicted] + c[cache::Ctr::removed_pages])).c_str());
+    progress(line);
+  }
+  std::this_thread::sleep_until(end);
   stop.store(true, std::memory_order_relaxed);
   for (auto& t : threads) t.join();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "tools/evict_race.h"
+#include "tools/progress.h"
 
 using norefs::tools::EvictMode;
 using norefs::tools::EvictRaceParams;
@@ -44,7 +45,8 @@ bool write_json(const std::string& path, const std::string& text) {
 int run_and_report(const EvictRaceParams& p, const std::string& json_path) {
   norefs::tools::EvictRaceResult r;
   try {
-    r = norefs::tools::run_evict_race(p);
+    norefs::tools::Progress progress;  // stderr, about once a second
+    r = norefs::tools::run_evict_race(p, [&progress](const std::string& l) { progress.update(l); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "norefs_evict_race: %s\n", e.what());
     return 1;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "tools/fill_free.h"
 
-
 #include <atomic>
 #include <chrono>
 #include <thread>

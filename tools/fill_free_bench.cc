@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tools/fill_free.h"
+#include "tools/progress.h"
 
 using norefs::alloc::GpEngine;
 using norefs::alloc::kPageSize;
@@ -109,7 +110,11 @@ int main(int argc, char** argv) {
   // results[(variant index, threads)] = one result per round
   std::map<std::pair<size_t, unsigned>, std::vector<FillFreeResult>> results;
   unsigned run = 0;
+  // Progress on stderr: a line per measurement (overwritten on a terminal).
+  norefs::tools::Progress progress;
+  const std::size_t per_round = threads.size() * variants.size();
   for (unsigned r = 0; r < rounds; r++) {
+    std::size_t k = 0;
     for (unsigned n : threads) {
       for (size_t v = 0; v < variants.size(); v++) {
         FillFreeParams p;
@@ -120,10 +125,18 @@ int main(int argc, char** argv) {
         p.sample_us = sample_us;
         std::string path =
             "/dev/shm/norefs-fill-free-" + std::to_string(getpid()) + "-" + std::to_string(run++);
-        results[{v, n}].push_back(norefs::tools::run_fill_free(p, path));
+        const FillFreeResult& x =
+            results[{v, n}].emplace_back(norefs::tools::run_fill_free(p, path));
+        char line[200];
+        std::snprintf(
+            line, sizeof line,
+            "round %u/%u  %zu/%zu  %s %s %s %u thread%s: %.0f pages/s, mean wait %.2f MiB", r + 1,
+            rounds, ++k, per_round, variants[v].name.c_str(), variants[v].engine.c_str(),
+            variants[v].tcache.c_str(), n, n == 1 ? "" : "s", x.pages_per_sec, mib(x.mean_waiting));
+        progress.update(line);
       }
     }
-    std::fprintf(stderr, "round %u/%u done\n", r + 1, rounds);
+    progress.keep("round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + " done");
   }
 
   nlohmann::json rows = nlohmann::json::array();

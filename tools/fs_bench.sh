@@ -335,19 +335,22 @@ run_fio() {
   return 0
 }
 
-nv=${#variants[@]}
+# Progress goes to stderr (the report is stdout): a line per job, growing
+# as its warm-up and rounds finish, with the time so far.
+nv=${#variants[@]} nt=${#tests[@]} ti=0 bench_t0=$(date +%s)
 for t in "${tests[@]}"; do
-  printf 'fs_bench: %-11s warm' "$t"
+  ti=$((ti + 1))
+  printf 'fs_bench: [%d/%d] %-11s %d variants: warm' "$ti" "$nt" "$t" "$nv" >&2
   for v in "${variants[@]}"; do run_fio "$v" "$t" 0 "$warm"; done
   for r in $(seq "$rounds"); do
-    printf ', round %d' "$r"
+    printf ', round %d/%d' "$r" "$rounds" >&2
     # Rotate the order each round: no variant always runs right after another.
     for k in $(seq 0 $((nv - 1))); do
       v=${variants[$(((k + r - 1) % nv))]}
       run_fio "$v" "$t" "$r" "$runtime"
     done
   done
-  echo
+  printf ' (%d s so far)\n' "$(($(date +%s) - bench_t0))" >&2
 done
 
 # ---- the daemons' own counters -------------------------------------------

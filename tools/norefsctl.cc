@@ -4,18 +4,28 @@
 // ioctls of fs/control.h on a path inside the mount.
 //
 //   norefsctl stats    <path> [--json] [--watch MS]
+//   norefsctl top      <path> [--interval S] [--count N]
 //   norefsctl sample   <path> [--interval-ms 2] [--seconds S] [--csv F] [--json]
 //   norefsctl evict    <file> [--json]
 //   norefsctl prefetch <file> [--offset N] [--length N] [--measure] [--json]
 //
 // A thin main: the ioctls and the prefetch measurement are tools/ctl.h, the
 // JSON of the counter blocks tools/stats_json.h, the 2 ms sampler
-// tools/sample_waiting.h.  Exit 1 on any error, with a message; 2 on bad
-// usage.
+// tools/sample_waiting.h, the rates and the screen of `top` tools/ctl.h
+// (this file only draws them and reads the keyboard).  Exit 1 on any error,
+// with a message; 2 on bad usage.
+
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <fstream>
@@ -140,6 +150,146 @@ int cmd_stats(const std::string& path, bool json, unsigned watch_ms) {
     prev = std::move(j);
     std::this_thread::sleep_for(std::chrono::milliseconds(watch_ms));
   }
+}
+
+// ---- top ------------------------------------------------------------------
+//
+// On a terminal: the alternate screen (what was on the terminal comes back
+// at exit), no cursor, the keyboard unbuffered and not echoed so that q
+// quits at once; each frame overwrites the last from the top-left corner.
+// Otherwise (a pipe, a file): the frames one after another, no escapes.
+// q, Ctrl-C (SIGINT), SIGTERM and SIGHUP all end it the same way: the
+// terminal is restored and the exit status is 0.
+
+volatile std::sig_atomic_t g_quit = 0;
+extern "C" void on_quit_signal(int) { g_quit = 1; }
+
+// The terminal's state while `top` draws, restored by restore() or the
+// destructor (an exception thrown mid-frame still restores it).
+class TopTerminal {
+ public:
+  TopTerminal(bool screen, bool keys) : screen_(screen) {
+    if (keys && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);  // ISIG stays: Ctrl-C is SIGINT
+      raw.c_cc[VMIN] = 0;
+      raw.c_cc[VTIME] = 0;
+      keys_ = ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0;
+    }
+    if (screen_) {
+      std::fputs("\033[?1049h\033[?25l", stdout);  // alternate screen, hide the cursor
+      std::fflush(stdout);
+    }
+  }
+  ~TopTerminal() { restore(); }
+  TopTerminal(const TopTerminal&) = delete;
+  TopTerminal& operator=(const TopTerminal&) = delete;
+
+  void restore() {
+    if (screen_) {
+      std::fputs("\033[?25h\033[?1049l", stdout);  // show the cursor, leave the screen
+      std::fflush(stdout);
+      screen_ = false;
+    }
+    if (keys_) {
+      ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_);
+      keys_ = false;
+    }
+  }
+  bool keys() const { return keys_; }
+
+ private:
+  bool screen_;
+  bool keys_ = false;
+  termios saved_{};
+};
+
+// Waits until `deadline`; true if the user asked to quit meanwhile.
+bool wait_or_quit(const TopTerminal& term, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    if (g_quit) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    int n = ::poll(&p, term.keys() ? 1 : 0, static_cast<int>(left.count()) + 1);
+    if (n < 0 && errno != EINTR)
+      throw ctl::CtlError(std::string("poll: ") + std::strerror(errno), errno);
+    if (n > 0) {
+      char buf[64];
+      ssize_t got = ::read(STDIN_FILENO, buf, sizeof buf);
+      for (ssize_t i = 0; i < got; i++) {
+        if (buf[i] == 'q' || buf[i] == 'Q') return true;
+      }
+      if (got == 0) return false;  // EOF on the terminal: keep drawing until a signal
+    }
+  }
+}
+
+std::size_t terminal_width() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+int cmd_top(const std::string& path, double interval, unsigned count) {
+  ctl::Fd fd(path);
+  ctl::MountInfo mi = ctl::info(fd);
+  norefs::alloc::StatsReader a(mi.alloc_stats);
+  norefs::cache::CacheStatsReader c(mi.cache_stats);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_quit_signal;  // no SA_RESTART: poll() returns EINTR
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+
+  const bool screen = ::isatty(STDOUT_FILENO) != 0;
+  TopTerminal term(screen, screen && ::isatty(STDIN_FILENO) != 0);
+  if (!screen) {
+    print_config(path, mi);
+    std::printf("norefsctl top: a frame every %.3g s%s\n\n", interval,
+                count ? (", " + std::to_string(count) + " frame(s)").c_str() : "");
+  }
+  const auto step = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(interval));
+  auto next = std::chrono::steady_clock::now();
+  std::optional<ctl::TopSnapshot> prev;
+  bool daemon_gone = false;
+  for (unsigned frame = 1;; frame++) {
+    ctl::TopSnapshot now = ctl::top_snapshot(a, c, mi.pid);
+    // The stats files stay mapped after the daemon exits: notice it rather
+    // than draw frozen counters.
+    daemon_gone = ::kill(static_cast<pid_t>(mi.pid), 0) != 0 && errno == ESRCH;
+    ctl::TopRates r = ctl::top_rates(prev ? &*prev : nullptr, now);
+    std::time_t t = std::time(nullptr);
+    char ts[16];
+    std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
+    std::string title = path + "  pid " + std::to_string(mi.pid) + "  " + ts;
+    std::vector<std::string> lines = ctl::format_top(r, title, screen ? terminal_width() : 200);
+    if (screen) {
+      std::string out = "\033[H";  // home; each line clears its own rest, then the screen's
+      for (const auto& l : lines) out += l + "\033[K\n";
+      out += "\033[K\n";
+      out += term.keys() ? "q quits\033[K" : "Ctrl-C quits\033[K";
+      out += "\033[J";
+      std::fputs(out.c_str(), stdout);
+    } else {
+      for (const auto& l : lines) std::printf("%s\n", l.c_str());
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+    if (daemon_gone || (count && frame >= count)) break;
+    prev = std::move(now);
+    next += step;
+    if (wait_or_quit(term, next)) break;
+  }
+  term.restore();
+  if (daemon_gone) {
+    std::fprintf(stderr, "norefsctl: %s: the daemon (pid %lu) has exited\n", path.c_str(),
+                 static_cast<unsigned long>(mi.pid));
+    return 1;
+  }
+  return 0;
 }
 
 // ---- sample ---------------------------------------------------------------
@@ -310,6 +460,15 @@ int main(int argc, char** argv) {
   stats->add_option("--watch", watch_ms, "repeat every MS milliseconds, with rates")
       ->check(CLI::Range(1u, 3600000u));
 
+  double top_interval = 1.0;
+  unsigned top_count = 0;
+  auto* top = app.add_subcommand(
+      "top", "a live screen of rates and gauges, redrawn every second (q or Ctrl-C quits)");
+  top->add_option("path", path, "a file or directory in the mount")->required();
+  top->add_option("--interval", top_interval, "seconds between frames (default 1)")
+      ->check(CLI::Range(0.05, 3600.0));
+  top->add_option("--count", top_count, "exit after N frames (default 0: until q or Ctrl-C)");
+
   auto* sample = app.add_subcommand("sample", "sample pages waiting for a grace period");
   sample->add_option("path", path, "a file or directory in the mount")->required();
   sample->add_option("--interval-ms", interval_ms, "sampling interval (default 2)")
@@ -340,6 +499,7 @@ int main(int argc, char** argv) {
 
   try {
     if (stats->parsed()) return cmd_stats(path, json, watch_ms);
+    if (top->parsed()) return cmd_top(path, top_interval, top_count);
     if (sample->parsed()) return cmd_sample(path, interval_ms, seconds, csv, json);
     if (ev->parsed()) return cmd_evict(path, json);
     if (pf->parsed()) return cmd_prefetch(path, offset, length, measure, json);

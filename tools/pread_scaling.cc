@@ -512,8 +512,7 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
   return out;
 }
 
-PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
-                                     const std::function<void(const std::string&)>& progress) {
+PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadProgress& progress) {
   PreadScalingResult res;
   res.params = p;
   res.cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -533,13 +532,27 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
   }
   for (unsigned round = 0; round < p.rounds; round++) {
     auto start = std::chrono::steady_clock::now();
-    for (auto& row : res.rows) {
+    const std::string of_rounds =
+        "round " + std::to_string(round + 1) + "/" + std::to_string(p.rounds);
+    for (std::size_t i = 0; i < res.rows.size(); i++) {
+      PreadRow& row = res.rows[i];
       row.rounds.push_back(measure_pread(p, row.size, row.variant, row.threads, row.path));
+      if (progress) {
+        const PreadMeasurement& m = row.rounds.back();
+        progress(of_rounds + "  " + std::to_string(i + 1) + "/" + std::to_string(res.rows.size()) +
+                     "  " + std::string(cache::read_path_name(row.path)) + " " +
+                     size_name(row.size) + "B " + std::string(pread_variant_name(row.variant)) +
+                     " " + std::to_string(row.threads) +
+                     (row.threads == 1 ? " thread: " : " threads: ") + si(m.reads_per_sec) +
+                     " reads/s",
+                 false);
+      }
     }
     if (progress) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress("round " + std::to_string(round + 1) + "/" + std::to_string(p.rounds) + " done (" +
-               std::to_string(static_cast<int>(secs)) + " s)");
+      progress(of_rounds + " done (" + std::to_string(res.rows.size()) + " measurements, " +
+                   std::to_string(static_cast<int>(secs)) + " s)",
+               true);
     }
   }
   aggregate_pread_rows(res.rows);

@@ -116,10 +116,13 @@ struct PreadScalingResult {
   std::vector<PreadTarget> targets;
 };
 
-// Runs the whole sweep.  `progress`, if set, gets a line after each round.
+// Runs the whole sweep.  `progress`, if set, gets a line after each
+// measurement ("round 1/3  5/24  noref 16 B shared 2 threads: 65.3M reads/s")
+// with `done` false, and one after each round with `done` true.
 // Throws std::system_error if a temp file cannot be made.
+using PreadProgress = std::function<void(const std::string& line, bool done)>;
 PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
-                                     const std::function<void(const std::string&)>& progress = {});
+                                     const PreadProgress& progress = {});
 
 // One measurement with a fresh cache (what run_pread_scaling() repeats).
 PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tools/pread_scaling.h"
+#include "tools/progress.h"
 
 using norefs::tools::PreadBacking;
 using norefs::tools::PreadScalingParams;
@@ -90,8 +91,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   norefs::tools::PreadScalingResult r;
   try {
-    r = norefs::tools::run_pread_scaling(
-        p, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    // Progress on stderr: one line per measurement, overwritten on a terminal.
+    norefs::tools::Progress progress;
+    r = norefs::tools::run_pread_scaling(p, [&progress](const std::string& line, bool done) {
+      done ? progress.keep(line) : progress.update(line);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "norefs_pread_scaling: %s\n", e.what());
     return 1;

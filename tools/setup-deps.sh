@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs what norefs needs from Debian 12, only what is missing.  Run as root.
+# (tmux: the terminal test of `norefsctl top`, tests/fs/top_test.cc.)
 set -euo pipefail
 # spin: the model check of the deferral ordering (tests/model).
 pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
-      fio nlohmann-json3-dev libcli11-dev spin)
+      fio nlohmann-json3-dev libcli11-dev spin tmux)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -66,10 +66,23 @@ PreadScalingParams tiny() {
 
 TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
   PreadScalingParams p = tiny();
-  PreadScalingResult r = run_pread_scaling(p);
+  std::vector<std::pair<std::string, bool>> progress;
+  PreadScalingResult r = run_pread_scaling(
+      p, [&](const std::string& line, bool done) { progress.emplace_back(line, done); });
 
   // sizes x variants x threads x paths, in that order.
   ASSERT_EQ(r.rows.size(), 2u * 2u * 2u * 4u);
+  // A progress line per measurement, then one for the round.
+  ASSERT_EQ(progress.size(), r.rows.size() + 1);
+  EXPECT_EQ(progress[0].first.rfind("round 1/1  1/32  noref 16B shared 1 thread: ", 0), 0u)
+      << progress[0].first;
+  EXPECT_NE(progress[0].first.find(" reads/s"), std::string::npos) << progress[0].first;
+  EXPECT_FALSE(progress[0].second);
+  EXPECT_EQ(progress[31].first.rfind("round 1/1  32/32  stackcopy 64KB private 2 threads: ", 0), 0u)
+      << progress[31].first;
+  EXPECT_EQ(progress.back().first.rfind("round 1/1 done (32 measurements, ", 0), 0u)
+      << progress.back().first;
+  EXPECT_TRUE(progress.back().second);
   for (const auto& row : r.rows) {
     SCOPED_TRACE(std::to_string(row.size) + " " + std::string(pread_variant_name(row.variant)) +
                  " " + std::to_string(row.threads) + " " +
