@@ -46,6 +46,13 @@ constexpr const char* kOurHelp =
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
+    "\n"
+    "mount(8) and fstab (mount -t fuse.norefs, mount.fuse.norefs, mount.fuse3):\n"
+    "    accepted, no effect on the daemon: defaults, auto, noauto, nofail, _netdev,\n"
+    "    user, users, nouser, owner, group, comment=*, x-*, relatime, norelatime,\n"
+    "    strictatime, nostrictatime, diratime, nodiratime, lazytime, nolazytime,\n"
+    "    silent, loud, -v; rw, ro, dev, nodev, suid, nosuid, exec, noexec, async,\n"
+    "    sync, dirsync, atime, noatime, -n: libfuse's, passed to the kernel\n"
     "\n";
 
 enum Key {
@@ -62,6 +69,7 @@ enum Key {
   kReply,
   kCoherenceTimeout,
   kStatsDir,
+  kMountOnly,
 };
 
 const fuse_opt kOurOpts[] = {
@@ -78,6 +86,36 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("reply=", kReply),
     FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
     FUSE_OPT_KEY("stats_dir=", kStatsDir),
+    // What mount(8) and mount.fuse3 hand a helper and libfuse does not take:
+    // mount(8)'s own fstab options (it passes nofail, _netdev and user on to
+    // /sbin/mount.fuse.norefs; mount.fuse3 drops them) and the atime, lazytime
+    // and verbosity flags.  Atime is the backing filesystem's business (the
+    // daemon's reads update it there; getattr reports what the backing file
+    // says), relatime is the kernel's default anyway.  x-* (fstab's
+    // comments, x-systemd.*) is matched in opt_proc: fuse_opt templates
+    // match prefixes only up to a '='.
+    FUSE_OPT_KEY("defaults", kMountOnly),
+    FUSE_OPT_KEY("auto", kMountOnly),
+    FUSE_OPT_KEY("noauto", kMountOnly),
+    FUSE_OPT_KEY("nofail", kMountOnly),
+    FUSE_OPT_KEY("_netdev", kMountOnly),
+    FUSE_OPT_KEY("user", kMountOnly),
+    FUSE_OPT_KEY("users", kMountOnly),
+    FUSE_OPT_KEY("nouser", kMountOnly),
+    FUSE_OPT_KEY("owner", kMountOnly),
+    FUSE_OPT_KEY("group", kMountOnly),
+    FUSE_OPT_KEY("comment=", kMountOnly),
+    FUSE_OPT_KEY("relatime", kMountOnly),
+    FUSE_OPT_KEY("norelatime", kMountOnly),
+    FUSE_OPT_KEY("strictatime", kMountOnly),
+    FUSE_OPT_KEY("nostrictatime", kMountOnly),
+    FUSE_OPT_KEY("diratime", kMountOnly),
+    FUSE_OPT_KEY("nodiratime", kMountOnly),
+    FUSE_OPT_KEY("lazytime", kMountOnly),
+    FUSE_OPT_KEY("nolazytime", kMountOnly),
+    FUSE_OPT_KEY("silent", kMountOnly),
+    FUSE_OPT_KEY("loud", kMountOnly),
+    FUSE_OPT_KEY("-v", kMountOnly),
     FUSE_OPT_END,
 };
 
@@ -183,6 +221,8 @@ std::string apply(Options& o, int key, std::string_view arg) {
       if (v.empty()) return bad("a directory");
       o.stats_dir = std::string(v);
       return "";
+    case kMountOnly:
+      return "";
   }
   return "unknown option '" + std::string(arg) + "'";
 }
@@ -193,7 +233,12 @@ int opt_proc(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
     st->positional.emplace_back(arg);
     return 0;
   }
-  if (key == FUSE_OPT_KEY_OPT) return 1;  // libfuse's, or unknown: libfuse decides
+  if (key == FUSE_OPT_KEY_OPT) {
+    // fstab's x-* options (x-systemd.automount, x-gvfs-show, ...): mount(8)
+    // keeps them to itself, but a helper may still see them.
+    if (std::strncmp(arg, "x-", 2) == 0) return 0;
+    return 1;  // libfuse's, or unknown: libfuse decides
+  }
   std::string err = apply(*st->opts, key, arg);
   if (!err.empty()) {
     std::fprintf(stderr, "norefs: %s\n", err.c_str());
@@ -279,6 +324,11 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   if (access(o.stats_dir.c_str(), W_OK | X_OK) != 0) {
     return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
   }
+  // Absolute: the daemon changes to / when it goes to the background.
+  if (!realpath(o.stats_dir.c_str(), buf)) {
+    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
+  }
+  o.stats_dir = buf;
   return true;
 }
 
