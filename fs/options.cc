@@ -47,12 +47,15 @@ constexpr const char* kOurHelp =
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
     "\n"
-    "mount(8) and fstab (mount -t fuse.norefs, mount.fuse.norefs, mount.fuse3):\n"
-    "    accepted, no effect on the daemon: defaults, auto, noauto, nofail, _netdev,\n"
-    "    user, users, nouser, owner, group, comment=*, x-*, relatime, norelatime,\n"
-    "    strictatime, nostrictatime, diratime, nodiratime, lazytime, nolazytime,\n"
-    "    silent, loud, -v; rw, ro, dev, nodev, suid, nosuid, exec, noexec, async,\n"
-    "    sync, dirsync, atime, noatime, -n: libfuse's, passed to the kernel\n"
+    "mount(8), fstab and mount.fuse3 options, accepted with no effect on the daemon\n"
+    "(mount(8)'s own; atime is kept by the backing filesystem):\n"
+    "    -o defaults, -o auto, -o noauto, -o nofail, -o _netdev, -o user, -o users,\n"
+    "    -o nouser, -o owner, -o group, -o comment=*, -o x-*, -o relatime,\n"
+    "    -o norelatime, -o strictatime, -o nostrictatime, -o diratime, -o nodiratime,\n"
+    "    -o lazytime, -o nolazytime, -o silent, -o loud, -v\n"
+    "and passed to the kernel by libfuse:\n"
+    "    -o rw, -o ro, -o dev, -o nodev, -o suid, -o nosuid, -o exec, -o noexec,\n"
+    "    -o async, -o sync, -o dirsync, -o atime, -o noatime, -n (ignored)\n"
     "\n";
 
 enum Key {
