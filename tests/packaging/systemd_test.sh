@@ -67,6 +67,11 @@ start_fg() {  # start_fg M: a foreground daemon on M, its pid in $pid once mount
   echo "FAIL: the daemon did not mount $1"; cat "$scratch/log"; exit 1
 }
 run_pre() { eval "${pre//%f/$1}"; }  # systemd's quoting here is the shell's
+stop_wait() {  # stop_wait: the daemon $pid exits within 10 s (else killed); its status
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && { fail "daemon $pid still runs after the unmount"; kill -9 "$pid"; }
+  wait "$pid"
+}
 
 start_fg "$scratch/m1"
 kill -9 "$pid"
@@ -77,14 +82,14 @@ if findmnt -rn --mountpoint "$scratch/m1" >/dev/null; then fail "ExecStartPre le
 # ... after which the service's ExecStart mounts again.
 start_fg "$scratch/m1"
 [ "$(cat "$scratch/m1/f")" = data ] || fail "remount after the clean-up does not read"
-umount "$scratch/m1"
-wait "$pid" || fail "the remounted daemon exited $?"
+umount "$scratch/m1" || fail "umount m1"
+stop_wait || fail "the remounted daemon exited $?"
 
 start_fg "$scratch/m2"
 out=$(run_pre "$scratch/m2" 2>&1) || fail "ExecStartPre failed on a live mount: $out"
 if [ "$(cat "$scratch/m2/f" 2>&1)" = data ]; then ok "live mount left alone"; else fail "ExecStartPre touched a live mount"; fi
-umount "$scratch/m2"
-wait "$pid" || fail "the daemon exited $?"
+umount "$scratch/m2" || fail "umount m2"
+stop_wait || fail "the daemon exited $?"
 
 out=$(run_pre "$scratch/m1" 2>&1) || fail "ExecStartPre failed with nothing mounted: $out"
 [ -z "$out" ] || fail "ExecStartPre printed '$out' with nothing mounted"
