@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <vector>
 
 #include "fs/credentials.h"
@@ -42,6 +44,76 @@ int serve(fuse_session* se, const Options& o) {
   fuse_loop_cfg_destroy(cfg);
   return r;
 }
+
+// Going to the background the way fuse_daemonize() does (fork, setsid,
+// cd /, stdio on /dev/null), except that the parent does not exit as soon
+// as the child exists: it waits until the child reports whether the cache
+// started, and exits with that status.  So `norefs ...`, mount(8) and
+// systemd's Type=forking see exit 0 only for a mount that serves, and a
+// failure (after which the child has unmounted) as exit 1 with its message
+// on the caller's stderr.
+class Background {
+ public:
+  // Forks.  Returns in the child only (or, if fork() fails, in the only
+  // process: then ok() is false); the parent waits for report() and exits.
+  Background() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "norefs: cannot go to the background: pipe: %s\n", std::strerror(errno));
+      return;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "norefs: cannot go to the background: fork: %s\n", std::strerror(errno));
+      close(fds[0]);
+      close(fds[1]);
+      return;
+    }
+    if (pid > 0) {
+      close(fds[1]);
+      unsigned char status = kExitFailure;
+      ssize_t n;
+      do {
+        n = read(fds[0], &status, 1);
+      } while (n < 0 && errno == EINTR);
+      // n == 0: the child died before it could say (its stderr is ours).
+      // _exit: the mount, the session and the cache are the child's now.
+      _exit(n == 1 ? status : kExitFailure);
+    }
+    close(fds[0]);
+    (void)setsid();
+    fd_ = fds[1];
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  ~Background() { report(kExitFailure); }
+
+  bool ok() const { return fd_ >= 0; }
+
+  // Tells the waiting parent `status`; on success first detaches from the
+  // caller's directory and terminal, as fuse_daemonize() does.  Once only.
+  void report(int status) {
+    if (fd_ < 0) return;
+    if (status == kExitOk) {
+      (void)chdir("/");
+      int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+      if (null >= 0) {
+        for (int fd = 0; fd <= 2; fd++) (void)dup2(null, fd);
+        if (null > 2) close(null);
+      }
+    }
+    auto byte = static_cast<unsigned char>(status);
+    ssize_t n;
+    do {
+      n = write(fd_, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -99,7 +171,9 @@ int run(const ParseResult& pr) {
   }
   // After the fork (if any): the cache starts threads and names its stats
   // files after the daemon's pid.
-  bool started = fuse_daemonize(o.foreground ? 1 : 0) == 0;
+  std::optional<Background> background;
+  if (!o.foreground) background.emplace();
+  bool started = !background || background->ok();
   if (started) {
     try {
       fs.start_cache();
@@ -111,6 +185,9 @@ int run(const ParseResult& pr) {
   if (started) {
     // Before the first worker exists (fs/credentials.h).
     ActAsCaller::init(o.debug_daemon_credentials);
+    // The mount is in place and the cache is up: requests queued since
+    // mounting are served as soon as the loop starts.
+    if (background) background->report(kExitOk);
     int r = serve(se, o);
     // 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP:
     // both are a clean stop.
@@ -122,6 +199,8 @@ int run(const ParseResult& pr) {
   // Every worker thread has exited: nothing calls into the cache any more.
   fuse_session_destroy(se);
   fs.teardown();
+  // A failure to start is reported once nothing is mounted any more.
+  if (background) background->report(status);
   return status;
 }
 

@@ -46,6 +46,16 @@ constexpr const char* kOurHelp =
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
+    "\n"
+    "mount(8), fstab and mount.fuse3 options, accepted with no effect on the daemon\n"
+    "(mount(8)'s own; atime is kept by the backing filesystem):\n"
+    "    -o defaults, -o auto, -o noauto, -o nofail, -o _netdev, -o user, -o users,\n"
+    "    -o nouser, -o owner, -o group, -o comment=*, -o x-*, -o relatime,\n"
+    "    -o norelatime, -o strictatime, -o nostrictatime, -o diratime, -o nodiratime,\n"
+    "    -o lazytime, -o nolazytime, -o silent, -o loud, -v\n"
+    "and passed to the kernel by libfuse:\n"
+    "    -o rw, -o ro, -o dev, -o nodev, -o suid, -o nosuid, -o exec, -o noexec,\n"
+    "    -o async, -o sync, -o dirsync, -o atime, -o noatime, -n (ignored)\n"
     "\n";
 
 enum Key {
@@ -63,6 +73,7 @@ enum Key {
   kCoherenceTimeout,
   kStatsDir,
   kDebugDaemonCredentials,
+  kMountOnly,
 };
 
 const fuse_opt kOurOpts[] = {
@@ -84,6 +95,36 @@ const fuse_opt kOurOpts[] = {
     // with the daemon's own credentials, as before they were switched.
     FUSE_OPT_KEY("debug_daemon_credentials", kDebugDaemonCredentials),
 #endif
+    // What mount(8) and mount.fuse3 hand a helper and libfuse does not take:
+    // mount(8)'s own fstab options (it passes nofail, _netdev and user on to
+    // /sbin/mount.fuse.norefs; mount.fuse3 drops them) and the atime, lazytime
+    // and verbosity flags.  Atime is the backing filesystem's business (the
+    // daemon's reads update it there; getattr reports what the backing file
+    // says), relatime is the kernel's default anyway.  x-* (fstab's
+    // comments, x-systemd.*) is matched in opt_proc: fuse_opt templates
+    // match prefixes only up to a '='.
+    FUSE_OPT_KEY("defaults", kMountOnly),
+    FUSE_OPT_KEY("auto", kMountOnly),
+    FUSE_OPT_KEY("noauto", kMountOnly),
+    FUSE_OPT_KEY("nofail", kMountOnly),
+    FUSE_OPT_KEY("_netdev", kMountOnly),
+    FUSE_OPT_KEY("user", kMountOnly),
+    FUSE_OPT_KEY("users", kMountOnly),
+    FUSE_OPT_KEY("nouser", kMountOnly),
+    FUSE_OPT_KEY("owner", kMountOnly),
+    FUSE_OPT_KEY("group", kMountOnly),
+    FUSE_OPT_KEY("comment=", kMountOnly),
+    FUSE_OPT_KEY("relatime", kMountOnly),
+    FUSE_OPT_KEY("norelatime", kMountOnly),
+    FUSE_OPT_KEY("strictatime", kMountOnly),
+    FUSE_OPT_KEY("nostrictatime", kMountOnly),
+    FUSE_OPT_KEY("diratime", kMountOnly),
+    FUSE_OPT_KEY("nodiratime", kMountOnly),
+    FUSE_OPT_KEY("lazytime", kMountOnly),
+    FUSE_OPT_KEY("nolazytime", kMountOnly),
+    FUSE_OPT_KEY("silent", kMountOnly),
+    FUSE_OPT_KEY("loud", kMountOnly),
+    FUSE_OPT_KEY("-v", kMountOnly),
     FUSE_OPT_END,
 };
 
@@ -192,6 +233,8 @@ std::string apply(Options& o, int key, std::string_view arg) {
     case kDebugDaemonCredentials:
       o.debug_daemon_credentials = true;
       return "";
+    case kMountOnly:
+      return "";
   }
   return "unknown option '" + std::string(arg) + "'";
 }
@@ -202,7 +245,12 @@ int opt_proc(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
     st->positional.emplace_back(arg);
     return 0;
   }
-  if (key == FUSE_OPT_KEY_OPT) return 1;  // libfuse's, or unknown: libfuse decides
+  if (key == FUSE_OPT_KEY_OPT) {
+    // fstab's x-* options (x-systemd.automount, x-gvfs-show, ...): mount(8)
+    // keeps them to itself, but a helper may still see them.
+    if (std::strncmp(arg, "x-", 2) == 0) return 0;
+    return 1;  // libfuse's, or unknown: libfuse decides
+  }
   std::string err = apply(*st->opts, key, arg);
   if (!err.empty()) {
     std::fprintf(stderr, "norefs: %s\n", err.c_str());
@@ -288,6 +336,11 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   if (access(o.stats_dir.c_str(), W_OK | X_OK) != 0) {
     return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
   }
+  // Absolute: the daemon changes to / when it goes to the background.
+  if (!realpath(o.stats_dir.c_str(), buf)) {
+    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
+  }
+  o.stats_dir = buf;
   return true;
 }
 

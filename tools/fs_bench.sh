@@ -26,6 +26,14 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 fio_dir="$root/tools/fio"
+# Installed by the package as /usr/share/norefs/fs_bench.sh: the job files
+# beside it, the daemon and norefsctl in /usr/bin, the minimal server in
+# /usr/lib/norefs, results under the current directory.
+installed=""
+if [ ! -d "$fio_dir" ] && [ -d "$(dirname "$0")/fio" ]; then
+  fio_dir=$(cd "$(dirname "$0")/fio" && pwd)
+  installed=$(cd "$(dirname "$0")/../.." && pwd)  # the prefix, /usr
+fi
 
 usage() {
   cat <<EOF
@@ -35,8 +43,10 @@ usage: $0 [options]
   --rounds N         timed rounds per job and variant (default 2)
   --warm S           seconds of the untimed warm-up run (default 1)
   --build-dir DIR    where fs/norefs and tools/norefs_minimal_fuse are
-                     (default $root/build/main; else the newest under $root/build)
-  --out DIR          results directory (default $root/build/results)
+                     (default $root/build/main; else the newest under $root/build;
+                     installed: /usr/bin and /usr/lib/norefs)
+  --out DIR          results directory (default $root/build/results;
+                     installed: ./norefs-fs-bench)
   --variants LIST    comma-separated subset of: noref,ref,ref-fetchadd,stackcopy,
                      cache=off,kernel_cache,direct,minimal (default all)
   --tests LIST       comma-separated subset of: pread16-1,pread16-2,pread16-4,
@@ -46,13 +56,16 @@ usage: $0 [options]
   --clone-fd         -o clone_fd for the daemon and the minimal server
   --cache-size SIZE  cache_size= of every norefs variant (default 1G: the 320 MiB
                      of test files fit; "default" = the daemon's own, 256M)
-  --daemon-opts OPTS extra -o options for every norefs variant (e.g. batch=15)
+  --daemon-opts OPTS
+                     extra -o options for every norefs variant (e.g. batch=15)
+  -h, --help         this help
 EOF
 }
 
 # ---- options -------------------------------------------------------------
 runtime=5 rounds=2 warm=1 quick=0
 build_dir="$root/build/main" out="$root/build/results"
+[ -z "$installed" ] || build_dir="" out="$PWD/norefs-fs-bench"
 variants_opt="" tests_opt="" max_threads="" clone_fd=0 daemon_opts="" cache_size=1G
 while [ $# -gt 0 ]; do
   case $1 in
@@ -116,9 +129,17 @@ if [ ${#need[@]} -gt 0 ]; then
     { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
 fi
 
-# find_bin REL: $build_dir/REL, else the newest $root/build/*/REL.
+# find_bin REL: $build_dir/REL, else the installed program, else the newest
+# $root/build/*/REL.
 find_bin() {
-  if [ -x "$build_dir/$1" ]; then echo "$build_dir/$1"; return; fi
+  if [ -n "$build_dir" ] && [ -x "$build_dir/$1" ]; then echo "$build_dir/$1"; return; fi
+  if [ -n "$installed" ]; then
+    case $1 in
+      tools/norefs_minimal_fuse) echo "$installed/lib/norefs/norefs_minimal_fuse" ;;
+      *) echo "$installed/bin/${1##*/}" ;;
+    esac
+    return
+  fi
   local f
   f=$(ls -t "$root"/build/*/"$1" 2>/dev/null | head -1 || true)
   [ -n "$f" ] && [ -x "$f" ] && echo "$f"

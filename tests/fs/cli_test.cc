@@ -3,9 +3,12 @@
 // tests/fs/cli_test.cc — the command line: bad input exits 2 and mounts
 // nothing, -h/-V exit 0, every documented option is accepted and the mount
 // then works, the mount names itself fsname=<backing dir>, subtype=norefs.
+#include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fs_test_util.h"
@@ -170,6 +173,38 @@ TEST_F(CliTest, VersionExitsZero) {
   EXPECT_EQ(mount_count(tree_.mnt), 0);
 }
 
+// ── Going to the background ──
+
+// Without -f the command returns once the mount is in place and the cache
+// has started: exit 0, the mount serves at once, and the daemon that stays
+// behind drains and exits on unmount (its stats files go away).
+TEST_F(CliTest, DaemonizesOnceMounted) {
+  write_file(tree_.backing + "/f", "served");
+  RunResult r = run({daemon_path(), "-o", stats_opt(), tree_.backing, tree_.mnt}, 10s * kSlow);
+  ASSERT_TRUE(r.exited(0)) << describe_status(r.status) << "\n" << r.output;
+  // The stats files name the daemon that stayed.
+  pid_t daemon = -1;
+  for (const auto& e : std::filesystem::directory_iterator(tree_.stats)) {
+    const std::string name = e.path().filename();
+    if (name.starts_with("cache.")) daemon = std::stoi(name.substr(6));
+  }
+  EXPECT_EQ(mount_count(tree_.mnt), 1);
+  EXPECT_EQ(read_file(tree_.mnt + "/f"), "served");
+  ASSERT_GT(daemon, 0) << "no cache.<pid> in " << tree_.stats;
+  tree_.note_daemon(daemon);  // the stale cleanup kills it if we die here
+  RunResult u = run({"fusermount3", "-u", tree_.mnt}, 10s * kSlow);
+  EXPECT_TRUE(u.exited(0)) << u.output;
+  // Not our child (nor necessarily reaped by anyone here): a clean exit
+  // removes its stats files, after draining every page.
+  const std::string cache_file = tree_.stats + "/cache." + std::to_string(daemon);
+  for (int i = 0; i < 100 * kSlow && std::filesystem::exists(cache_file); i++) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(stats_files_removed(tree_.stats, daemon));
+  if (mount_count(tree_.mnt) > 0) lazy_unmount(tree_.mnt);
+  if (std::filesystem::exists(cache_file)) ::kill(daemon, SIGKILL);  // it did not exit
+}
+
 // ── The mount itself ──
 
 TEST_F(CliTest, MountinfoNamesBackingDirAndSubtype) {
@@ -242,7 +277,15 @@ INSTANTIATE_TEST_SUITE_P(
         GoodOptions{"coherence_0", {{"coherence_timeout=0"}, {}}},
         GoodOptions{"permissions", {{"allow_other", "default_permissions"}, {}}},
         GoodOptions{"single_threaded", {{}, {"-s"}}}, GoodOptions{"debug", {{}, {"-d"}}},
-        GoodOptions{"two_o_flags", {{}, {"-o", "read_path=stackcopy", "-o", "batch=3"}}}),
+        GoodOptions{"two_o_flags", {{}, {"-o", "read_path=stackcopy", "-o", "batch=3"}}},
+        // What mount(8) hands /sbin/mount.fuse.norefs from an fstab line
+        // (nofail, _netdev, user, relatime, ...) and mount.fuse3 adds (dev,
+        // suid): accepted (tests/packaging/deb_test.sh mounts through both).
+        GoodOptions{"mount8_options",
+                    {{"rw", "dev", "suid", "exec", "async", "atime", "relatime", "nofail",
+                      "_netdev", "auto", "noauto", "user", "users", "defaults",
+                      "x-systemd.automount", "comment=fstab", "nodiratime", "lazytime", "silent"},
+                     {"-n", "-v"}}}),
     [](const auto& tp) { return std::string(tp.param.name); });
 
 }  // namespace
