@@ -13,6 +13,10 @@
 
 #include "fs/filesystem.h"
 
+#ifdef NOREFS_SYNC_POINTS
+#include "cache/sync_point.h"
+#endif
+
 namespace norefs::fs {
 
 namespace {
@@ -90,6 +94,13 @@ int run(const ParseResult& pr) {
       started = false;
     }
   }
+#ifdef NOREFS_SYNC_POINTS
+  // Test builds: the race-window control (docs/races.md).  Installed before
+  // any worker starts, cleared after every worker has exited.
+  if (started && o.debug_read_delay_us) {
+    cache::sync_point::set("read:fast:before_copy", [us = o.debug_read_delay_us] { usleep(us); });
+  }
+#endif
   if (started) {
     int r = serve(se, o);
     // 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP:
@@ -101,6 +112,9 @@ int run(const ParseResult& pr) {
   fuse_remove_signal_handlers(se);
   // Every worker thread has exited: nothing calls into the cache any more.
   fuse_session_destroy(se);
+#ifdef NOREFS_SYNC_POINTS
+  if (o.debug_read_delay_us) cache::sync_point::clear();
+#endif
   fs.teardown();
   return status;
 }

@@ -46,6 +46,11 @@ constexpr const char* kOurHelp =
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
+#ifdef NOREFS_SYNC_POINTS
+    "    -o debug_read_delay_us=N  (test builds only) sleep N us inside the fast\n"
+    "                           path's read-side section, after the lookup and\n"
+    "                           before the copy: widens the race deferral closes\n"
+#endif
     "\n";
 
 enum Key {
@@ -62,6 +67,9 @@ enum Key {
   kReply,
   kCoherenceTimeout,
   kStatsDir,
+#ifdef NOREFS_SYNC_POINTS
+  kDebugReadDelay,
+#endif
 };
 
 const fuse_opt kOurOpts[] = {
@@ -78,6 +86,9 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("reply=", kReply),
     FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
     FUSE_OPT_KEY("stats_dir=", kStatsDir),
+#ifdef NOREFS_SYNC_POINTS
+    FUSE_OPT_KEY("debug_read_delay_us=", kDebugReadDelay),
+#endif
     FUSE_OPT_END,
 };
 
@@ -183,6 +194,14 @@ std::string apply(Options& o, int key, std::string_view arg) {
       if (v.empty()) return bad("a directory");
       o.stats_dir = std::string(v);
       return "";
+#ifdef NOREFS_SYNC_POINTS
+    case kDebugReadDelay: {
+      auto n = parse_uint<unsigned>(v);
+      if (!n || *n > 1000000) return bad("microseconds, 0..1000000");
+      o.debug_read_delay_us = *n;
+      return "";
+    }
+#endif
   }
   return "unknown option '" + std::string(arg) + "'";
 }

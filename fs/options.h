@@ -36,6 +36,13 @@ struct Options {
   ReplyMode reply = ReplyMode::automatic;
   double coherence_timeout = 1.0;  // seconds
   std::string stats_dir = "/run/norefs";
+#ifdef NOREFS_SYNC_POINTS
+  // Test builds only (docs/races.md): microseconds every fast-path reader
+  // sleeps after its page lookup and before its copy, inside the read-side
+  // section (sync point read:fast:before_copy), to widen the race window
+  // that deferral closes.  Builds without sync points reject the option.
+  unsigned debug_read_delay_us = 0;
+#endif
 
   // ── FUSE's (fuse_parse_cmdline) ──
   bool foreground = false;
