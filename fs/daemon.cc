@@ -95,10 +95,16 @@ int run(const ParseResult& pr) {
     }
   }
 #ifdef NOREFS_SYNC_POINTS
-  // Test builds: the race-window control (docs/races.md).  Installed before
+  // Test builds: the race-window control (docs/races.md): the noref fast
+  // path and stackcopy sleep between finding their page and copying it,
+  // inside the read-side section.  (Not the reference path: it copies from
+  // a page it holds, and a sleep there only slows every miss, so that pages
+  // rarely become hot enough for the fast path.)  Installed before
   // any worker starts, cleared after every worker has exited.
   if (started && o.debug_read_delay_us) {
-    cache::sync_point::set("read:fast:before_copy", [us = o.debug_read_delay_us] { usleep(us); });
+    for (const char* point : {"read:fast:before_copy", "read:stackcopy:before_copy"}) {
+      cache::sync_point::set(point, [us = o.debug_read_delay_us] { usleep(us); });
+    }
   }
 #endif
   if (started) {

@@ -47,9 +47,9 @@ constexpr const char* kOurHelp =
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
 #ifdef NOREFS_SYNC_POINTS
-    "    -o debug_read_delay_us=N  (test builds only) sleep N us inside the fast\n"
-    "                           path's read-side section, after the lookup and\n"
-    "                           before the copy: widens the race deferral closes\n"
+    "    -o debug_read_delay_us=N  (test builds only) sleep N us between a fast-path\n"
+    "                           page lookup and its copy (inside the read-side\n"
+    "                           section): widens the race that deferral closes\n"
 #endif
     "\n";
 

@@ -37,10 +37,11 @@ struct Options {
   double coherence_timeout = 1.0;  // seconds
   std::string stats_dir = "/run/norefs";
 #ifdef NOREFS_SYNC_POINTS
-  // Test builds only (docs/races.md): microseconds every fast-path reader
-  // sleeps after its page lookup and before its copy, inside the read-side
-  // section (sync point read:fast:before_copy), to widen the race window
-  // that deferral closes.  Builds without sync points reject the option.
+  // Test builds only (docs/races.md): microseconds a fast-path reader
+  // (noref, stackcopy) sleeps after its page lookup and before its copy,
+  // inside the read-side section (sync points read:fast:before_copy,
+  // read:stackcopy:before_copy), to widen the race window deferral closes.
+  // Builds without sync points reject the option.
   unsigned debug_read_delay_us = 0;
 #endif
 

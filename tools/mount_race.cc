@@ -348,6 +348,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
       std::vector<std::uint8_t> buf(p.max_read), expect(p.max_read);
       std::vector<std::int32_t> base;
       std::vector<Change> window;
+      std::vector<std::size_t> bad_at;  // the first wrong bytes of a read
       std::uint64_t rng = p.seed * 0x100000001b3ULL + t + 1;
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       while (fds.size() == paths.size() && !stopping()) {
@@ -427,6 +428,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             i += in_page;
           }
           std::size_t nbad = 0, first = n;
+          bad_at.clear();
           // Fast: every byte as the read's start left it (and within that size).
           if (pos + n > base_size || std::memcmp(buf.data(), expect.data(), n) != 0) {
             for (std::size_t i = 0; i < n; i++) {
@@ -440,6 +442,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
               if (!ok) {
                 nbad++;
                 first = std::min(first, i);
+                if (bad_at.size() < 512) bad_at.push_back(i);
               }
             }
           }
@@ -447,16 +450,22 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             is_bad = true;
             vs.bad_bytes += nbad;
             bad.offset = pos + first;
-            // Decode the aligned word around the first wrong byte, if the read covers it.
-            std::uint64_t a = bad.offset & ~std::uint64_t{7};
-            if (a >= pos && a + 8 <= pos + n) {
+            // Decode the first wrong aligned word the read covers whole
+            // and that decodes (the copy may tear a word at its edges).
+            bad.what = "byte " + std::to_string(buf[first]) + " (no wrong word the read covers decodes)";
+            std::uint64_t last_a = ~std::uint64_t{0};
+            for (std::size_t k = 0, tries = 0; k < bad_at.size() && tries < 64; k++) {
+              std::uint64_t a = (pos + bad_at[k]) & ~std::uint64_t{7};
+              if (a == last_a || a < pos || a + 8 > pos + n) continue;
+              last_a = a;
+              tries++;
               std::uint64_t word;
               std::memcpy(&word, buf.data() + (a - pos), 8);
               auto [kind, what] = classify(word, fi, a / 8);
+              if (kind == MountBadKind::unknown) continue;
               bad.kind = kind;
               bad.what = what + " (word at offset " + std::to_string(a) + ")";
-            } else {
-              bad.what = "byte " + std::to_string(buf[first]) + " (the read covers no whole word)";
+              break;
             }
           } else {
             vs.bytes_checked += n;
