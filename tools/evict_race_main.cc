@@ -148,8 +148,7 @@ int run_on(const std::string& dir, const MountCli& m, const EvictRaceParams& ip,
     return 1;
   }
   norefs::tools::MountRaceVerdict v = norefs::tools::mount_race_verdict(p, r);
-  std::printf("\n%s\n%s\n", norefs::tools::format_mount_race_report(r).c_str(),
-              v.message.c_str());
+  std::printf("\n%s\n%s\n", norefs::tools::format_mount_race_report(r).c_str(), v.message.c_str());
   if (!json_path.empty() &&
       !write_json(json_path, norefs::tools::mount_race_json(p, r, v, daemon_options))) {
     return 1;
@@ -173,10 +172,9 @@ int run_mount_modes(const MountCli& m, const EvictRaceParams& ip, const CLI::App
   if (m.read_delay_us) opts += ",debug_read_delay_us=" + std::to_string(m.read_delay_us);
   if (!m.options.empty()) opts += "," + m.options;
   // The unsafe control: defer off with the noref path (as in-process).
-  const bool control =
-      m.control || (!m.partial && defer == "off" && read_path == "noref" &&
-                    opts.find("read_path=") == opts.rfind("read_path=") &&
-                    opts.find("defer=") == opts.rfind("defer="));
+  const bool control = m.control || (!m.partial && defer == "off" && read_path == "noref" &&
+                                     opts.find("read_path=") == opts.rfind("read_path=") &&
+                                     opts.find("defer=") == opts.rfind("defer="));
   std::printf("daemon: %s -o %s\n", m.daemon.c_str(), opts.c_str());
   std::fflush(stdout);
   norefs::tools::DaemonMount dm(m.daemon, opts, m.backing);

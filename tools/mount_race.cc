@@ -191,15 +191,13 @@ struct alignas(128) ReaderStats {
   std::vector<MountBadRead> kept;
 };
 
-std::pair<MountBadKind, std::string> classify(std::uint64_t word, unsigned file,
-                                              std::uint64_t w) {
+std::pair<MountBadKind, std::string> classify(std::uint64_t word, unsigned file, std::uint64_t w) {
   if (word == 0) return {MountBadKind::zeros, "zeros"};
   unsigned f, v;
   std::uint64_t ww;
   if (!mount_race_decode(word, &f, &v, &ww)) return {MountBadKind::unknown, "unrecognized bytes"};
-  std::string what =
-      "file " + std::to_string(f) + " version " + std::to_string(v) + " offset " +
-      std::to_string(ww * 8);
+  std::string what = "file " + std::to_string(f) + " version " + std::to_string(v) + " offset " +
+                     std::to_string(ww * 8);
   if (f != file) return {MountBadKind::other_file, what};
   if (ww != w) return {MountBadKind::other_offset, what};
   return {MountBadKind::stale_version, what};
@@ -452,7 +450,8 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             bad.offset = pos + first;
             // Decode the first wrong aligned word the read covers whole
             // and that decodes (the copy may tear a word at its edges).
-            bad.what = "byte " + std::to_string(buf[first]) + " (no wrong word the read covers decodes)";
+            bad.what =
+                "byte " + std::to_string(buf[first]) + " (no wrong word the read covers decodes)";
             std::uint64_t last_a = ~std::uint64_t{0};
             for (std::size_t k = 0, tries = 0; k < bad_at.size() && tries < 64; k++) {
               std::uint64_t a = (pos + bad_at[k]) & ~std::uint64_t{7};
@@ -514,7 +513,8 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
           pages += e.pages;
         }
         calls++;
-        if (p.evict_pause_us) std::this_thread::sleep_for(std::chrono::microseconds(p.evict_pause_us));
+        if (p.evict_pause_us)
+          std::this_thread::sleep_for(std::chrono::microseconds(p.evict_pause_us));
       }
       for (int fd : fds)
         if (fd >= 0) close(fd);
@@ -641,8 +641,9 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
     res.unchecked += st.unchecked;
     res.first_bad.insert(res.first_bad.end(), st.kept.begin(), st.kept.end());
   }
-  std::sort(res.first_bad.begin(), res.first_bad.end(),
-            [](const MountBadRead& a, const MountBadRead& b) { return a.at_seconds < b.at_seconds; });
+  std::sort(
+      res.first_bad.begin(), res.first_bad.end(),
+      [](const MountBadRead& a, const MountBadRead& b) { return a.at_seconds < b.at_seconds; });
   if (res.first_bad.size() > p.keep_bad) res.first_bad.resize(p.keep_bad);
   res.tool_error = tool_error;
   if (stats) {
@@ -733,19 +734,17 @@ std::string format_mount_race_report(const MountRaceResult& r) {
   os << "variant        reads        bytes checked   bad reads   bad bytes\n";
   for (std::size_t v = 0; v < kRaceVariants; v++) {
     const auto& d = r.by_variant[v];
-    std::snprintf(line, sizeof line, "  %-10s %10llu %20llu %11llu %11llu\n",
-                  std::string(race_variant_name(static_cast<RaceVariant>(v))).c_str(),
-                  static_cast<unsigned long long>(d.reads),
-                  static_cast<unsigned long long>(d.bytes_checked),
-                  static_cast<unsigned long long>(d.bad_reads),
-                  static_cast<unsigned long long>(d.bad_bytes));
+    std::snprintf(
+        line, sizeof line, "  %-10s %10llu %20llu %11llu %11llu\n",
+        std::string(race_variant_name(static_cast<RaceVariant>(v))).c_str(),
+        static_cast<unsigned long long>(d.reads), static_cast<unsigned long long>(d.bytes_checked),
+        static_cast<unsigned long long>(d.bad_reads), static_cast<unsigned long long>(d.bad_bytes));
     os << line;
   }
-  std::snprintf(line, sizeof line, "  %-10s %10llu %20llu %11llu %11llu\n", "all",
-                static_cast<unsigned long long>(r.reads),
-                static_cast<unsigned long long>(r.bytes_checked),
-                static_cast<unsigned long long>(r.bad_reads),
-                static_cast<unsigned long long>(r.bad_bytes));
+  std::snprintf(
+      line, sizeof line, "  %-10s %10llu %20llu %11llu %11llu\n", "all",
+      static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.bytes_checked),
+      static_cast<unsigned long long>(r.bad_reads), static_cast<unsigned long long>(r.bad_bytes));
   os << line;
   if (r.bad_reads) {
     os << "  bad reads by first wrong word:";
@@ -755,19 +754,20 @@ std::string format_mount_race_report(const MountRaceResult& r) {
     }
     os << "\n";
   }
-  if (r.unchecked) os << "unchecked      " << r.unchecked << " reads (overlapped too many changes)\n";
-  std::snprintf(line, sizeof line,
-                "changes        evict %llu ioctls (%llu pages, %llu errors); %llu punches, %llu "
-                "rewrites, %llu truncates\n",
-                static_cast<unsigned long long>(r.evict_calls),
-                static_cast<unsigned long long>(r.pages_evicted),
-                static_cast<unsigned long long>(r.evict_errors),
-                static_cast<unsigned long long>(r.punches),
-                static_cast<unsigned long long>(r.rewrites),
-                static_cast<unsigned long long>(r.truncates));
+  if (r.unchecked)
+    os << "unchecked      " << r.unchecked << " reads (overlapped too many changes)\n";
+  std::snprintf(
+      line, sizeof line,
+      "changes        evict %llu ioctls (%llu pages, %llu errors); %llu punches, %llu "
+      "rewrites, %llu truncates\n",
+      static_cast<unsigned long long>(r.evict_calls),
+      static_cast<unsigned long long>(r.pages_evicted),
+      static_cast<unsigned long long>(r.evict_errors), static_cast<unsigned long long>(r.punches),
+      static_cast<unsigned long long>(r.rewrites), static_cast<unsigned long long>(r.truncates));
   os << line;
   if (r.have_daemon_counters) {
-    std::snprintf(line, sizeof line, "daemon         %llu reads, %llu fast-path pages, %llu misses\n",
+    std::snprintf(line, sizeof line,
+                  "daemon         %llu reads, %llu fast-path pages, %llu misses\n",
                   static_cast<unsigned long long>(r.daemon_reads),
                   static_cast<unsigned long long>(r.daemon_fast_pages),
                   static_cast<unsigned long long>(r.daemon_misses));

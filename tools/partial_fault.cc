@@ -139,7 +139,8 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
       for (unsigned i = 0; i < p.files; i++) {
         cache::FileHandle h(cfiles[i]);
         for (std::uint64_t off = 0; off < sizes[i]; off += kPage) {
-          if (pc->read(h, off, kPage, tmp.data()) < 0) throw std::runtime_error("warm-up read failed");
+          if (pc->read(h, off, kPage, tmp.data()) < 0)
+            throw std::runtime_error("warm-up read failed");
         }
       }
     }
@@ -238,7 +239,8 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
         // Half the reads cross at most one destination page boundary, the
         // rest are up to max_read long.
         std::uint64_t r2 = splitmix(rng);
-        std::size_t len = 1 + (r2 >> 32) % std::min<std::size_t>(p.max_read, r2 & 1 ? p.max_read : kPage);
+        std::size_t len =
+            1 + (r2 >> 32) % std::min<std::size_t>(p.max_read, r2 & 1 ? p.max_read : kPage);
         std::size_t d = splitmix(rng) % kPage;  // destination offset in the first page
         // The pages the read may touch plus one after them: reset, zapped
         // and checked; the rest of the buffer is never touched.
@@ -314,9 +316,8 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
                           "%zu wrong bytes, first at buffer offset %zu (%s the read's bytes): "
                           "expected %02x got %02x",
                           nbad, first, first >= d && first < d + want ? "in" : "outside",
-                          first >= d && first < d + want
-                              ? static_cast<unsigned>(expect[first - d])
-                              : (zapped_page(first) ? 0u : kSentinel),
+                          first >= d && first < d + want ? static_cast<unsigned>(expect[first - d])
+                                                         : (zapped_page(first) ? 0u : kSentinel),
                           static_cast<unsigned>(base[first]));
             what = line;
           } else {
@@ -433,14 +434,12 @@ std::string format_partial_fault_report(const PartialFaultResult& r) {
   os << "buffer         reads   faulted reads   faults   bytes checked   bad reads   bad bytes\n";
   for (std::size_t b = 0; b < kZapBuffers; b++) {
     const auto& d = r.by_buffer[b];
-    std::snprintf(line, sizeof line, "  %-8s %10llu %15llu %8llu %15llu %11llu %11llu\n",
-                  std::string(zap_buffer_name(static_cast<ZapBuffer>(b))).c_str(),
-                  static_cast<unsigned long long>(d.reads),
-                  static_cast<unsigned long long>(d.faulted_reads),
-                  static_cast<unsigned long long>(d.faults),
-                  static_cast<unsigned long long>(d.bytes_checked),
-                  static_cast<unsigned long long>(d.bad_reads),
-                  static_cast<unsigned long long>(d.bad_bytes));
+    std::snprintf(
+        line, sizeof line, "  %-8s %10llu %15llu %8llu %15llu %11llu %11llu\n",
+        std::string(zap_buffer_name(static_cast<ZapBuffer>(b))).c_str(),
+        static_cast<unsigned long long>(d.reads), static_cast<unsigned long long>(d.faulted_reads),
+        static_cast<unsigned long long>(d.faults), static_cast<unsigned long long>(d.bytes_checked),
+        static_cast<unsigned long long>(d.bad_reads), static_cast<unsigned long long>(d.bad_bytes));
     os << line;
   }
   std::snprintf(line, sizeof line, "zapped         %llu pages\n",
@@ -454,13 +453,13 @@ std::string format_partial_fault_report(const PartialFaultResult& r) {
   }
   for (const auto& b : r.first_bad) os << "  bad: " << b << "\n";
   int code = partial_fault_exit_code(r);
-  std::snprintf(line, sizeof line, "%s: %llu bad reads (%llu bad bytes) in %llu reads, %llu faults\n",
-                code == 0   ? "PASS"
-                : code == 2 ? "inconclusive (no read faulted)"
-                            : "FAIL",
-                static_cast<unsigned long long>(r.bad_reads),
-                static_cast<unsigned long long>(r.bad_bytes),
-                static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.faults));
+  std::snprintf(
+      line, sizeof line, "%s: %llu bad reads (%llu bad bytes) in %llu reads, %llu faults\n",
+      code == 0   ? "PASS"
+      : code == 2 ? "inconclusive (no read faulted)"
+                  : "FAIL",
+      static_cast<unsigned long long>(r.bad_reads), static_cast<unsigned long long>(r.bad_bytes),
+      static_cast<unsigned long long>(r.reads), static_cast<unsigned long long>(r.faults));
   os << line;
   return os.str();
 }
@@ -470,33 +469,32 @@ std::string partial_fault_json(const PartialFaultParams& p, const PartialFaultRe
   for (std::size_t b = 0; b < kZapBuffers; b++) {
     const auto& d = r.by_buffer[b];
     buffers[std::string(zap_buffer_name(static_cast<ZapBuffer>(b)))] = {
-        {"reads", d.reads},           {"faulted_reads", d.faulted_reads},
-        {"faults", d.faults},         {"bytes_checked", d.bytes_checked},
-        {"bad_reads", d.bad_reads},   {"bad_bytes", d.bad_bytes}};
+        {"reads", d.reads},         {"faulted_reads", d.faulted_reads},
+        {"faults", d.faults},       {"bytes_checked", d.bytes_checked},
+        {"bad_reads", d.bad_reads}, {"bad_bytes", d.bad_bytes}};
   }
-  nlohmann::json j = {
-      {"config",
-       {{"mode", p.dir.empty() ? "in-process" : "mount"},
-        {"dir", p.dir},
-        {"read_path", cache::read_path_name(p.read_path)},
-        {"seconds", p.seconds},
-        {"readers", p.readers},
-        {"files", p.files},
-        {"file_pages", p.file_pages},
-        {"max_read", p.max_read},
-        {"zap_pause_us", p.zap_pause_us},
-        {"seed", p.seed}}},
-      {"result",
-       {{"seconds", r.seconds},
-        {"reads", r.reads},
-        {"bytes_checked", r.bytes_checked},
-        {"bad_reads", r.bad_reads},
-        {"bad_bytes", r.bad_bytes},
-        {"faults", r.faults},
-        {"pages_zapped", r.pages_zapped},
-        {"by_buffer", buffers},
-        {"first_bad", r.first_bad}}},
-      {"exit_code", partial_fault_exit_code(r)}};
+  nlohmann::json j = {{"config",
+                       {{"mode", p.dir.empty() ? "in-process" : "mount"},
+                        {"dir", p.dir},
+                        {"read_path", cache::read_path_name(p.read_path)},
+                        {"seconds", p.seconds},
+                        {"readers", p.readers},
+                        {"files", p.files},
+                        {"file_pages", p.file_pages},
+                        {"max_read", p.max_read},
+                        {"zap_pause_us", p.zap_pause_us},
+                        {"seed", p.seed}}},
+                      {"result",
+                       {{"seconds", r.seconds},
+                        {"reads", r.reads},
+                        {"bytes_checked", r.bytes_checked},
+                        {"bad_reads", r.bad_reads},
+                        {"bad_bytes", r.bad_bytes},
+                        {"faults", r.faults},
+                        {"pages_zapped", r.pages_zapped},
+                        {"by_buffer", buffers},
+                        {"first_bad", r.first_bad}}},
+                      {"exit_code", partial_fault_exit_code(r)}};
   if (r.have_counters) {
     j["result"]["fast_pages"] = r.fast_pages;
     j["result"]["misses"] = r.misses;

@@ -75,8 +75,7 @@ TEST_P(MountRaceTest, DeferOnReadsEveryByteRight) {
   EXPECT_GT(r.pages_evicted, 0u);
   EXPECT_GT(r.punches + r.rewrites + r.truncates, 0u);
   // Reads raced with changes, not only with evictions.
-  EXPECT_GT(r.reads - r.by_variant[static_cast<std::size_t>(tools::RaceVariant::stable)].reads,
-            0u);
+  EXPECT_GT(r.reads - r.by_variant[static_cast<std::size_t>(tools::RaceVariant::stable)].reads, 0u);
   EXPECT_EQ(tools::mount_race_verdict(p, r).exit_code, 0);
   if (r.have_daemon_counters && GetParam() == ReadPath::noref) {
     EXPECT_GT(r.daemon_fast_pages, 0u) << "the fast path was never taken";
