@@ -310,6 +310,9 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
     }
   } close_all{files};
 
+  // go: a start line.  Its acquire loads pair with the release store that
+  // opens it (everything set up before is also ordered by thread creation).
+  // stop: seq_cst stores, relaxed polls (see stopping()).
   std::atomic<bool> go{false}, stop{false};
   std::mutex err_mu;
   std::string tool_error;  // guarded by err_mu
@@ -616,7 +619,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
   if (p.truncate) threads.emplace_back(changer(ChangeKind::truncate, 37));
 
   const auto t0 = std::chrono::steady_clock::now();
-  go.store(true, std::memory_order_release);
+  go.store(true, std::memory_order_release);  // pairs with the acquire loads of go
   const auto end = t0 + std::chrono::duration<double>(p.seconds);
   while (!stopping() && std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -696,7 +699,11 @@ MountRaceVerdict mount_race_verdict(const MountRaceParams& p, const MountRaceRes
                   static_cast<unsigned long long>(r.reads));
     v.exit_code = 1;
   } else if (p.evict && r.pages_evicted == 0) {
-    std::snprintf(buf, sizeof buf, "inconclusive: 0 bad reads, but no page was evicted");
+    std::snprintf(buf, sizeof buf,
+                  "inconclusive: 0 bad reads, but no page was evicted (%llu of %llu evict ioctls "
+                  "failed: is the directory on a norefs mount, and are we root or its owner?)",
+                  static_cast<unsigned long long>(r.evict_errors),
+                  static_cast<unsigned long long>(r.evict_calls));
     v.exit_code = 2;
   } else {
     std::snprintf(buf, sizeof buf,

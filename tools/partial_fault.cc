@@ -195,6 +195,9 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
     shared.push_back(std::make_unique<Mapping>(buf_bytes, true));
   }
 
+  // go: a start line.  Its acquire loads pair with the release store that
+  // opens it (everything set up before is also ordered by thread creation).
+  // stop: seq_cst stores, relaxed polls (see stopping()).
   std::atomic<bool> go{false}, stop{false};
   // Relaxed: flags polled per read; they publish nothing.
   auto stopping = [&] {
@@ -356,7 +359,7 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
 
   PartialFaultResult res;
   const auto t0 = std::chrono::steady_clock::now();
-  go.store(true, std::memory_order_release);
+  go.store(true, std::memory_order_release);  // pairs with the acquire loads of go
   const auto end = t0 + std::chrono::duration<double>(p.seconds);
   while (!stopping() && std::chrono::steady_clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
