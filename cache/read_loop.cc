@@ -166,6 +166,7 @@ PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos
       return r;
     }
     n = std::min({len, kPageSize - off, static_cast<std::size_t>(end - pos)});
+    sync_point::hit("read:stackcopy:before_copy");
     std::memcpy(buf, p->data + off, n);
     // Acquire fence: the loads below are ordered after the copy's loads
     // (read_seqcount_retry's smp_rmb).

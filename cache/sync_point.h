@@ -8,10 +8,13 @@
 //   ... run the code under test ...
 //   sync_point::clear();
 //
-// Points in the cache:
+// Points in the cache (the daemon's debug_read_delay_us sleeps at the two
+// that are inside the read-side section, docs/races.md):
 //   read:fast:before_copy   fast path, page found and checked, not yet copied
 //                           (inside the read-side section)
 //   read:slow:before_copy   reference path, page held, not yet copied
+//   read:stackcopy:before_copy  stackcopy, page found and checked, not yet
+//                           copied to the stack (inside the section)
 //   remove:after_unlink     a removal unlinked a page, not yet freed
 #pragma once
 

@@ -17,6 +17,10 @@
 #include "fs/filesystem.h"
 #include "fs/fuse_io.h"
 
+#ifdef NOREFS_SYNC_POINTS
+#include "cache/sync_point.h"
+#endif
+
 namespace norefs::fs {
 
 namespace {
@@ -182,6 +186,19 @@ int run(const ParseResult& pr) {
       started = false;
     }
   }
+#ifdef NOREFS_SYNC_POINTS
+  // Test builds: the race-window control (docs/races.md): the noref fast
+  // path and stackcopy sleep between finding their page and copying it,
+  // inside the read-side section.  (Not the reference path: it copies from
+  // a page it holds, and a sleep there only slows every miss, so that pages
+  // rarely become hot enough for the fast path.)  Installed before
+  // any worker starts, cleared after every worker has exited.
+  if (started && o.debug_read_delay_us) {
+    for (const char* point : {"read:fast:before_copy", "read:stackcopy:before_copy"}) {
+      cache::sync_point::set(point, [us = o.debug_read_delay_us] { usleep(us); });
+    }
+  }
+#endif
   if (started) {
     // Before the first worker exists (fs/credentials.h).
     ActAsCaller::init(o.debug_daemon_credentials);
@@ -198,6 +215,9 @@ int run(const ParseResult& pr) {
   fuse_remove_signal_handlers(se);
   // Every worker thread has exited: nothing calls into the cache any more.
   fuse_session_destroy(se);
+#ifdef NOREFS_SYNC_POINTS
+  if (o.debug_read_delay_us) cache::sync_point::clear();
+#endif
   fs.teardown();
   // A failure to start is reported once nothing is mounted any more.
   if (background) background->report(status);

@@ -46,6 +46,13 @@ constexpr const char* kOurHelp =
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
     "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
+#ifdef NOREFS_SYNC_POINTS
+    "    -o debug_read_delay_us=N  (test builds only) sleep N us between a fast-path\n"
+    "                           page lookup and its copy (inside the read-side\n"
+    "                           section): widens the race that deferral closes\n"
+    "    -o debug_daemon_credentials  (test builds only) no switch to the caller's\n"
+    "                           credentials: the permission tests' control\n"
+#endif
     "\n"
     "mount(8), fstab and mount.fuse3 options, accepted with no effect on the daemon\n"
     "(mount(8)'s own; atime is kept by the backing filesystem):\n"
@@ -74,6 +81,9 @@ enum Key {
   kStatsDir,
   kDebugDaemonCredentials,
   kMountOnly,
+#ifdef NOREFS_SYNC_POINTS
+  kDebugReadDelay,
+#endif
 };
 
 const fuse_opt kOurOpts[] = {
@@ -94,6 +104,7 @@ const fuse_opt kOurOpts[] = {
     // The permission tests' control (test builds only): every operation
     // with the daemon's own credentials, as before they were switched.
     FUSE_OPT_KEY("debug_daemon_credentials", kDebugDaemonCredentials),
+    FUSE_OPT_KEY("debug_read_delay_us=", kDebugReadDelay),
 #endif
     // What mount(8) and mount.fuse3 hand a helper and libfuse does not take:
     // mount(8)'s own fstab options (it passes nofail, _netdev and user on to
@@ -235,6 +246,14 @@ std::string apply(Options& o, int key, std::string_view arg) {
       return "";
     case kMountOnly:
       return "";
+#ifdef NOREFS_SYNC_POINTS
+    case kDebugReadDelay: {
+      auto n = parse_uint<unsigned>(v);
+      if (!n || *n > 1000000) return bad("microseconds, 0..1000000");
+      o.debug_read_delay_us = *n;
+      return "";
+    }
+#endif
   }
   return "unknown option '" + std::string(arg) + "'";
 }

@@ -39,6 +39,14 @@ struct Options {
   // Test builds only (NOREFS_SYNC_POINTS): operations do not switch to the
   // caller's credentials (fs/credentials.h), the permission tests' control.
   bool debug_daemon_credentials = false;
+#ifdef NOREFS_SYNC_POINTS
+  // Test builds only (docs/races.md): microseconds a fast-path reader
+  // (noref, stackcopy) sleeps after its page lookup and before its copy,
+  // inside the read-side section (sync points read:fast:before_copy,
+  // read:stackcopy:before_copy), to widen the race window deferral closes.
+  // Builds without sync points reject the option.
+  unsigned debug_read_delay_us = 0;
+#endif
 
   // ── FUSE's (fuse_parse_cmdline) ──
   bool foreground = false;

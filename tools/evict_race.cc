@@ -166,6 +166,14 @@ std::uint64_t evict_race_word(unsigned file, std::uint64_t w) {
              (w & 0xffffffffULL));
 }
 
+void evict_race_fill(unsigned file, std::uint64_t off, std::byte* dst, std::size_t n) {
+  fill_content(file, off, dst, n);
+}
+
+std::unique_ptr<cache::Backing> evict_race_backing(unsigned file, std::uint64_t size) {
+  return std::make_unique<ContentBacking>(file, size);
+}
+
 bool evict_race_decode(std::uint64_t word, unsigned* file, std::uint64_t* w) {
   std::uint64_t key = unmix(word);
   if ((key >> 48) != kMagic) return false;

@@ -50,11 +50,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "alloc/page_pool.h"
 #include "alloc/stats_block.h"
+#include "cache/backing.h"
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
 
@@ -169,5 +171,9 @@ std::string evict_race_json(const EvictRaceParams& p, const EvictRaceResult* r,
 // file `file`, and its decoding (false if `word` is no file's word).
 std::uint64_t evict_race_word(unsigned file, std::uint64_t w);
 bool evict_race_decode(std::uint64_t word, unsigned* file, std::uint64_t* w);
+// Bytes [off, off+n) of file `file` (whole 8-byte stores where aligned), and
+// a cache::Backing of `size` bytes that generates them (tools/partial_fault.h).
+void evict_race_fill(unsigned file, std::uint64_t off, std::byte* dst, std::size_t n);
+std::unique_ptr<cache::Backing> evict_race_backing(unsigned file, std::uint64_t size);
 
 }  // namespace norefs::tools
