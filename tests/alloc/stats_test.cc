@@ -95,10 +95,9 @@ TEST(StatsTest, ReaderInThisProcessSeesPoolCounters) {
 // live_lower_bound() never overstates while threads allocate and free: two
 // threads each hold at most 8 pages, freed at once (immediate) and
 // reallocated, so live() never exceeds 16; a sampler checks the bound
-// meanwhile.  A sum that read the frees before the allocations (or in one
-// pass per slot) would count a freed-and-reallocated page twice and, at
-// thousands of pages a millisecond, go above 16 (checked by swapping the two
-// passes in sum_live_lower_bound(): the test then fails).
+// meanwhile.  Checked against the broken order (the frees read before the
+// allocations): at thousands of pages a millisecond it reads 50,000 and
+// more, and the test fails.
 TEST(StatsTest, LiveLowerBoundNeverOverstatesUnderChurn) {
   PagePoolConfig cfg;
   cfg.stats_path = unique_stats_path("live-bound");
