@@ -142,6 +142,7 @@ stop_pid() {  # stop_pid PID [group]: TERM, then KILL after 3 s; reaps it
 cleanup() {
   local rc=$? p
   trap - EXIT INT TERM HUP
+  set +m  # no job-control notices for the jobs ended here
   for p in "${jobs_pids[@]}"; do kill -0 "$p" 2>/dev/null && stop_pid "$p" group; done
   for p in "${read_paths[@]}"; do
     [ -n "${mnt_of[$p]:-}" ] && unmount "${mnt_of[$p]}"
@@ -308,7 +309,6 @@ tally_fio() {  # tally_fio KIND: "passes failed"
   { cat "$base"/tally/"$1"-* 2>/dev/null || true; } |
     awk '{ n++; if ($1 != 0 || $2 != "0" || $3 != 0) f++ } END { printf "%d %d", n, f }'
 }
-mib() { awk -v p="$1" 'BEGIN { printf "%.1fM", p * 4096 / 1048576 }'; }
 prev_reads=0 prev_t=$start_ns
 # reads/s, cached and waiting: all mounts together; max live/limit: the
 # largest 2 ms sample of any mount so far, in pages; over: samples above it.
@@ -319,24 +319,29 @@ while before_end; do
   left_ms=$(((end_ns - $(date +%s%N)) / 1000000))
   nap=$((progress * 1000 < left_ms ? progress * 1000 : left_ms))
   [ "$nap" -gt 0 ] && sleep "$(awk -v n="$nap" 'BEGIN { printf "%.3f", n / 1000 }')"
+  # One level of command substitution per line: a trap (Ctrl-C, TERM) that
+  # runs while bash 5.2 is inside nested ones fails to parse ("unexpected
+  # EOF while looking for matching `)'") and skips the cleanup.
   now=$(date +%s%N)
-  st=$({ cat "$base"/out/status-*.json 2>/dev/null || true; } | jq -s -c '{reads: (map(.reads) | add),
-        cached: (map(.pages_cached) | add), waiting: (map(.waiting) | add),
-        max_live: (map(.max_live) | max), limit: (map(.limit_pages) | max),
-        over: (map(.over_limit) | add)}' 2>/dev/null || echo '{}')
-  reads=$(jq '.reads // 0' <<<"$st")
-  rate=$(awk -v r="$reads" -v pr="$prev_reads" -v t="$now" -v pt="$prev_t" \
-    'BEGIN { printf "%.0f", (r - pr) / ((t - pt) / 1e9) }')
-  prev_reads=$reads prev_t=$now
-  read -r wn wf <<<"$(tally_fio writer)"
-  read -r rn rf <<<"$(tally_fio reader)"
+  wline=$(tally_fio writer)
+  rline=$(tally_fio reader)
+  read -r wn wf <<<"$wline"
+  read -r rn rf <<<"$rline"
   ev=$({ cat "$base"/tally/evict-* 2>/dev/null || true; } | awk '{ s += $1; f += $2 } END { printf "%d%s", s, f ? " (" f " FAILED)" : "" }')
+  line=$({ cat "$base"/out/status-*.json 2>/dev/null || true; } | jq -s -r --argjson now "$now" \
+    --argjson start "$start_ns" --argjson pt "$prev_t" --argjson pr "$prev_reads" '
+    def mib: . * 4096 / 1048576 * 10 | floor / 10 | tostring + "M";
+    (map(.reads) | add // 0) as $r
+    | [$r, (($now - $start) / 1e9 | floor), (($r - $pr) / (($now - $pt) / 1e9) | floor),
+       (map(.pages_cached) | add // 0 | mib), (map(.waiting) | add // 0 | mib),
+       "\(map(.max_live) | max // "-")/\(map(.limit_pages) | max // "-")",
+       (map(.over_limit) | add // 0)] | @tsv' 2>/dev/null || true)
+  IFS=$'\t' read -r reads elapsed rate cached waiting live_limit over <<<"$line" || true
+  [ -n "${reads:-}" ] || { reads=$prev_reads elapsed=- rate=- cached=- waiting=- live_limit=- over=-; }
+  prev_reads=$reads prev_t=$now
   vstat="ok"; [ $((wf + rf)) -eq 0 ] || vstat="FAILED"
-  printf 'soak: %8.0fs %10s %9s %9s %14s %5s  %s (writer %d/%d, reader %d/%d), evicts %s\n' \
-    "$(awk -v t="$now" -v s="$start_ns" 'BEGIN { print (t - s) / 1e9 }')" "$rate" \
-    "$(mib "$(jq '.cached // 0' <<<"$st")")" "$(mib "$(jq '.waiting // 0' <<<"$st")")" \
-    "$(jq -r '"\(.max_live // "-")/\(.limit // "-")"' <<<"$st")" "$(jq '.over // 0' <<<"$st")" \
-    "$vstat" "$wf" "$wn" "$rf" "$rn" "$ev"
+  printf 'soak: %8ss %10s %9s %9s %14s %5s  %s (writer %d/%d, reader %d/%d), evicts %s\n' \
+    "$elapsed" "$rate" "$cached" "$waiting" "$live_limit" "$over" "$vstat" "$wf" "$wn" "$rf" "$rn" "$ev"
 done
 
 # ---- the end: loads, unmounts, daemons, monitors ---------------------------
