@@ -3,7 +3,7 @@
 # Installs what norefs needs from Debian 12, only what is missing.  Run as root.
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
-      fio nlohmann-json3-dev libcli11-dev)
+      fio jq nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
