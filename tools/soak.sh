@@ -290,7 +290,6 @@ evict_loop() {
 }
 
 secs_left() { awk -v e="$end_ns" -v n="$(date +%s%N)" 'BEGIN { s = (e - n) / 1e9; printf "%.3f", (s > 0.001 ? s : 0.001) }'; }
-declare -A rc_pid=() punch_pid=()
 for p in "${read_paths[@]}"; do
   m=${mnt_of[$p]}
   fio_writer_loop "$p" & jobs_pids+=($!)
@@ -298,10 +297,10 @@ for p in "${read_paths[@]}"; do
   evict_loop "$p" & jobs_pids+=($!)
   "$soak" read-check --threads 2 -s "$(secs_left)" --seed "$RANDOM" \
     --json "$base/out/read-check-$p.json" "${patterns[@]/#/$m/}" >"$base/logs/read-check-$p.log" 2>&1 &
-  rc_pid[$p]=$!; jobs_pids+=($!)
+  jobs_pids+=($!)
   "$soak" punch --threads 2 --regions 4 --region-bytes 60000 -s "$(secs_left)" --seed "$RANDOM" \
     --json "$base/out/punch-$p.json" "$m/punch-$p" >"$base/logs/punch-$p.log" 2>&1 &
-  punch_pid[$p]=$!; jobs_pids+=($!)
+  jobs_pids+=($!)
 done
 
 # ---- progress --------------------------------------------------------------
@@ -348,12 +347,6 @@ done
 echo "soak: load time over; waiting for the last fio passes and the loaders"
 loads_rc=0
 for pid in "${jobs_pids[@]}"; do wait "$pid" || loads_rc=1; done
-declare -A rc_exit=() punch_exit=()
-for p in "${read_paths[@]}"; do
-  # Their exit status again (wait above consumed it): from their JSON.
-  rc_exit[$p]=$(jq -r '.result.ok' "$base/out/read-check-$p.json" 2>/dev/null || echo missing)
-  punch_exit[$p]=$(jq -r '.result.ok' "$base/out/punch-$p.json" 2>/dev/null || echo missing)
-done
 jobs_pids=()
 # exited_within PID S: true once PID has exited (not reaped yet), within S s.
 exited_within() {
@@ -403,6 +396,7 @@ for p in "${read_paths[@]}"; do
     | { read_path: $p, daemon_exit: $drc, monitor_exit: $mrc,
         fio_writer: $fw, fio_reader: $fr,
         read_check: ($r.result // null), punch: ($u.result // null),
+        seeds: {read_check: ($r.params.seed // null), punch: ($u.params.seed // null)},
         evict: {calls: $ev_ok, failed: $ev_failed},
         sampling: ($m.sampling // null), final_checks: ($m.final_checks // []),
         daemon_reads: $dreads, client_reads: $creads,
