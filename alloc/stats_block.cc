@@ -58,6 +58,9 @@ StatsReader::~StatsReader() = default;
 
 Counters StatsReader::sum() const { return sum_counters(*header_, slots_); }
 std::uint64_t StatsReader::waiting() const { return sum_waiting(*header_, slots_); }
+std::int64_t StatsReader::live_lower_bound() const {
+  return sum_live_lower_bound(*header_, slots_);
+}
 
 // All loads relaxed: see "Writers and ordering" in the header.
 std::uint64_t sum_waiting(const StatsHeader& h, const SlotCounters* slots) {
@@ -67,6 +70,24 @@ std::uint64_t sum_waiting(const StatsHeader& h, const SlotCounters* slots) {
                slots[i].inflight.load(std::memory_order_relaxed);
   }
   return waiting;
+}
+
+// Acquire loads: each pass's loads stay before the next pass's (the bound
+// in the header needs the allocations read before the frees).  Nothing
+// here pairs with a release; the writers' stores are relaxed.
+std::int64_t sum_live_lower_bound(const StatsHeader& h, const SlotCounters* slots) {
+  auto rd = [](const Counter& c) { return c.load(std::memory_order_acquire); };
+  // Slots handed out after this load allocated nothing we read: a smaller
+  // count of allocations, which keeps the bound.
+  std::uint64_t n = rd(h.nslots), allocated = 0, freed = 0;
+  for (std::uint64_t i = 0; i < n; i++) allocated += rd(slots[i].allocated);
+  // Read again: a slot handed out meanwhile may hold frees of pages counted
+  // above, and leaving them out would overstate what is live.
+  n = rd(h.nslots);
+  for (std::uint64_t i = 0; i < n; i++) {
+    freed += rd(slots[i].immediate) + rd(slots[i].not_deferred) + rd(slots[i].freed_after_gp);
+  }
+  return static_cast<std::int64_t>(allocated - freed);
 }
 
 Counters sum_counters(const StatsHeader& h, const SlotCounters* slots) {

@@ -141,6 +141,9 @@ class StatsReader {
   Counters sum() const;
   // Sum of pending + inflight only: the cheap read for 2 ms sampling.
   std::uint64_t waiting() const;
+  // Pages allocated and not back in the arena, never more than were at some
+  // moment during the call: see sum_live_lower_bound().
+  std::int64_t live_lower_bound() const;
 
  private:
   SharedMapping map_;
@@ -151,6 +154,19 @@ class StatsReader {
 // Shared by both: sums a mapped block.
 Counters sum_counters(const StatsHeader& h, const SlotCounters* slots);
 std::uint64_t sum_waiting(const StatsHeader& h, const SlotCounters* slots);
+// Counters::live() as a lower bound, for a sampler that checks a bound on it
+// while the pool runs (tools/soak_monitor.h): every slot's `allocated` is
+// read first, then every slot's frees.  Each counter only grows, so the
+// allocations read are at most those made by the moment t between the two
+// passes and the frees read at least those made by t: the result is at most
+// live() at t, and a result above a limit proves live() was above it.  (A
+// sum in one pass, like sum_counters(), can count a page freed in one slot
+// and reallocated in another twice.)  The argument takes the loads in
+// program order (acquire) and the writers' relaxed stores in one global
+// order consistent with each thread's: multi-copy atomic hardware (x86-64,
+// ARMv8), where the daemon's own reserve() read of live() has the same
+// footing.  May be negative while frees race ahead.
+std::int64_t sum_live_lower_bound(const StatsHeader& h, const SlotCounters* slots);
 
 // Relaxed single-writer update: see "Writers and ordering" above.
 inline void counter_add(Counter& c, std::uint64_t n) {
