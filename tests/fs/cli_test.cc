@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,30 +180,45 @@ TEST_F(CliTest, VersionExitsZero) {
 // has started: exit 0, the mount serves at once, and the daemon that stays
 // behind drains and exits on unmount (its stats files go away).
 TEST_F(CliTest, DaemonizesOnceMounted) {
+#if defined(NOREFS_TEST_TSAN)
+  // jemalloc's fork handlers lock its mutexes before fork() and
+  // re-initialize them in the child without unlocking, so TSan in the child
+  // reports a "double lock" at the first arena stats refresh (the same as
+  // tools/evict_race_main.cc notes); libfuse's own fuse_daemonize() forks
+  // the same way.  The foreground daemon is what the other tests run.
+  GTEST_SKIP() << "fork() under TSan with jemalloc: see the comment";
+#endif
   write_file(tree_.backing + "/f", "served");
-  RunResult r = run({daemon_path(), "-o", stats_opt(), tree_.backing, tree_.mnt}, 10s * kSlow);
-  ASSERT_TRUE(r.exited(0)) << describe_status(r.status) << "\n" << r.output;
-  // The stats files name the daemon that stayed.
+  // Every outcome: detach the mount and kill a daemon that did not exit
+  // (its stats file is still there), by pid.
   pid_t daemon = -1;
+  auto cache_file = [&] { return tree_.stats + "/cache." + std::to_string(daemon); };
+  struct Cleanup {
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    if (mount_count(tree_.mnt) > 0) lazy_unmount(tree_.mnt);
+    if (daemon > 0 && std::filesystem::exists(cache_file())) ::kill(daemon, SIGKILL);
+  }};
+  RunResult r = run({daemon_path(), "-o", stats_opt(), tree_.backing, tree_.mnt}, 10s * kSlow);
+  // The stats files name the daemon that stayed.
   for (const auto& e : std::filesystem::directory_iterator(tree_.stats)) {
     const std::string name = e.path().filename();
     if (name.starts_with("cache.")) daemon = std::stoi(name.substr(6));
   }
+  if (daemon > 0) tree_.note_daemon(daemon);  // the stale cleanup kills it if we die here
+  ASSERT_TRUE(r.exited(0)) << describe_status(r.status) << "\n" << r.output;
   EXPECT_EQ(mount_count(tree_.mnt), 1);
   EXPECT_EQ(read_file(tree_.mnt + "/f"), "served");
   ASSERT_GT(daemon, 0) << "no cache.<pid> in " << tree_.stats;
-  tree_.note_daemon(daemon);  // the stale cleanup kills it if we die here
   RunResult u = run({"fusermount3", "-u", tree_.mnt}, 10s * kSlow);
   EXPECT_TRUE(u.exited(0)) << u.output;
   // Not our child (nor necessarily reaped by anyone here): a clean exit
   // removes its stats files, after draining every page.
-  const std::string cache_file = tree_.stats + "/cache." + std::to_string(daemon);
-  for (int i = 0; i < 100 * kSlow && std::filesystem::exists(cache_file); i++) {
+  for (int i = 0; i < 100 * kSlow && std::filesystem::exists(cache_file()); i++) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(stats_files_removed(tree_.stats, daemon));
-  if (mount_count(tree_.mnt) > 0) lazy_unmount(tree_.mnt);
-  if (std::filesystem::exists(cache_file)) ::kill(daemon, SIGKILL);  // it did not exit
 }
 
 // ── The mount itself ──

@@ -23,6 +23,10 @@
 #   fstab: B M fuse.norefs cache_size=1G,nofail,... 0 0      (mount -T FILE M)
 #   fstab: norefs#B M fuse cache_size=1G 0 0                 (always mount.fuse3)
 # and an unknown option fails (the daemon's exit 2) with nothing mounted.
+#
+# cpack first runs the build's `preinstall` target, which builds whatever is
+# out of date: run this after a full build (tools/test.sh does), or it
+# compiles first.
 set -euo pipefail
 
 build=$(cd "${1:?usage: deb_test.sh BUILD_DIR}" && pwd)
