@@ -5,12 +5,13 @@
 set -euo pipefail
 # spin: the model check of the deferral ordering (tests/model).
 pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
-      fio jq nlohmann-json3-dev libcli11-dev spin tmux python3-matplotlib)
+      fio jq nlohmann-json3-dev libcli11-dev spin tmux)
 # The package and its tests (packaging/, tests/packaging): dpkg-shlibdeps for
 # the Depends, rst2man for the man pages, lintian, systemd-analyze.  Without
 # their Recommends: 27 MB and about a minute on a fresh Debian 12 machine
 # (lintian is most of it), measured 2026-12-01.
-pkg_tools=(dpkg-dev python3-docutils lintian systemd)
+# python3-matplotlib: tools/plot.py.
+pkg_tools=(dpkg-dev python3-docutils lintian systemd python3-matplotlib)
 missing=() missing_tools=()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in "${pkgs[@]}"; do installed "$p" || missing+=("$p"); done
