@@ -117,6 +117,12 @@ int PageCache::sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t re
   bump(st, Ctr::sync_readahead);
   ssize_t r = fill(h.file(), start, size, async ? start + size - async : kNoMark,
                    opt.drop_behind, st);
+  // A failed window may have failed for a page the reader did not ask for:
+  // a backing that fails a request as a whole (a bio over a bad sector, a
+  // FUSE server's EIO) takes the good pages of the window down with it.  As
+  // filemap_read_folio() after a failed readahead, read the reader's own
+  // page alone, so that only a reader of the bad page gets the error.
+  if (r < 0 && r != -ENOMEM && size > 1) r = fill(h.file(), idx, 1, kNoMark, opt.drop_behind, st);
   return r < 0 ? static_cast<int>(r) : 0;
 }
 
