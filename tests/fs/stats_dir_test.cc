@@ -91,5 +91,52 @@ TEST_F(StatsDirTest, MissingDirectoryIsCreatedPrivate) {
   EXPECT_TRUE(stats_files_removed(dir, custom.pid()));
 }
 
+// A user mount (euid != 0) defaults to $XDG_RUNTIME_DIR/norefs, created
+// 0700 and checked like any stats_dir.  (Whether the mount itself then
+// succeeds depends on /dev/fuse and fusermount3 for that user, which this
+// test does not need: the directory is settled before mounting.)
+TEST_F(StatsDirTest, UserMountDefaultsToXdgRuntimeDir) {
+  SKIP_UNLESS_ROOT();
+  if (!have_program("setpriv")) GTEST_SKIP() << "needs setpriv (util-linux)";
+  const std::string xdg = tree_.root + "/xdg";
+  ASSERT_SYS(::mkdir(xdg.c_str(), 0700));
+  ASSERT_SYS(::chown(xdg.c_str(), kNobody, kNobody));
+  auto run_as_nobody = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv{"setpriv",
+                                  "--reuid=" + std::to_string(kNobody),
+                                  "--regid=" + std::to_string(kNobody),
+                                  "--clear-groups",
+                                  "env",
+                                  "XDG_RUNTIME_DIR=" + xdg,
+                                  daemon_path(),
+                                  "-f"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {tree_.backing, tree_.mnt});
+    RunResult r = run(argv, 10s * kSlow);
+    if (mount_count(tree_.mnt) > 0) {
+      // The user could mount after all: unmount (the default was taken).
+      run({"fusermount3", "-u", tree_.mnt}, 10s * kSlow);
+      if (mount_count(tree_.mnt) > 0) lazy_unmount(tree_.mnt);
+    }
+    return r;
+  };
+  // A symlink planted there by someone with write access to the runtime
+  // directory: refused, so the default path is the one checked.
+  const std::string def = xdg + "/norefs";
+  ASSERT_SYS(::symlink(tree_.root.c_str(), def.c_str()));
+  RunResult r = run_as_nobody({});
+  EXPECT_TRUE(r.exited(2)) << describe_status(r.status) << ":\n" << r.output;
+  EXPECT_NE(r.output.find("stats_dir '" + def + "': is a symbolic link"), std::string::npos)
+      << r.output;
+  ASSERT_SYS(::unlink(def.c_str()));
+  // Missing: created 0700, owned by the user.
+  r = run_as_nobody({});
+  EXPECT_EQ(r.output.find("stats_dir"), std::string::npos) << r.output;
+  struct stat st = lstat_or_throw(def);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, kNobody);
+}
+
 }  // namespace
 }  // namespace norefs::fs::test
