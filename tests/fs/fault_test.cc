@@ -176,17 +176,23 @@ class BackedMountTest : public ::testing::Test {
   void TearDown() override {
     if (mount_) {
       const bool was_running = mount_->running();
-      if (was_running) EXPECT_TRUE(mount_->unmount().has_value()) << mount_->log();
+      if (was_running) {
+        EXPECT_TRUE(mount_->unmount().has_value()) << mount_->log();
+      }
       if (mount_->status()) {
         EXPECT_TRUE(exited_cleanly(*mount_));
-        if (was_running) EXPECT_TRUE(stats_files_removed(tree_->stats, mount_->pid()));
+        if (was_running) {
+          EXPECT_TRUE(stats_files_removed(tree_->stats, mount_->pid()));
+        }
       }
       if (HasFailure()) std::cerr << "---- daemon output:\n" << mount_->log() << "----\n";
       mount_.reset();
     }
     if (backing_) {
       auto st = backing_->stop();
-      if (st) EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+      if (st) {
+        EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+      }
       backing_.reset();
     }
     if (tree_) {
@@ -444,6 +450,26 @@ TEST_F(UnderneathTest, RemovedBackingFile) {
   again.reset();  // else the mount stays busy
   EXPECT_BYTES_EQ(read_file(b("keep")), read_file(m("keep")));
   EXPECT_BYTES_EQ(bytes, read_chunked(fd.get(), 64 << 10));
+}
+
+// The ESTALE answer is only for removals outside the mount: a file whose
+// last name went through the mount can still be reopened through
+// /proc/self/fd/N, as on a native filesystem.
+TEST_F(UnderneathTest, ReopenThroughProcAfterUnlinkThroughTheMount) {
+  const std::string bytes = random_bytes(2 * kPage + 3, 30);
+  write_file(m("u"), bytes);
+  Fd fd(m("u"), O_RDONLY);
+  ASSERT_SYS(::unlink(m("u").c_str()));
+  Fd again("/proc/self/fd/" + std::to_string(fd.get()), O_RDONLY);
+  EXPECT_BYTES_EQ(bytes, read_chunked(again.get(), kPage));
+  // Renamed over through the mount: the same.
+  write_file(m("v"), bytes);
+  write_file(m("w"), "new");
+  Fd v(m("v"), O_RDONLY);
+  ASSERT_SYS(::rename(m("w").c_str(), m("v").c_str()));
+  Fd v_again("/proc/self/fd/" + std::to_string(v.get()), O_RDONLY);
+  EXPECT_BYTES_EQ(bytes, read_chunked(v_again.get(), kPage));
+  EXPECT_EQ(read_file(m("v")), "new");
 }
 
 }  // namespace
