@@ -25,6 +25,7 @@ namespace {
 }  // namespace
 
 int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why) {
+  why->clear();
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
@@ -32,15 +33,19 @@ int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why) {
     // O_NOFOLLOW | O_DIRECTORY on a symlink: ELOOP, or ENOTDIR.
     if ((err == ELOOP || err == ENOTDIR) && lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
       *why = "is a symbolic link (refused: it could point anywhere)";
+      err = ELOOP;
     } else {
       *why = std::strerror(err);
     }
+    errno = err;
     return -1;
   }
   struct stat st {};
   if (fstat(fd, &st) != 0) {
-    *why = std::strerror(errno);
+    int err = errno;
+    *why = std::strerror(err);
     close(fd);
+    errno = err;
     return -1;
   }
   const uid_t euid = geteuid();
@@ -65,6 +70,7 @@ int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why) {
   }
   if (!why->empty()) {
     close(fd);
+    errno = EPERM;
     return -1;
   }
   return fd;
@@ -87,7 +93,7 @@ SharedMapping SharedMapping::create(const std::string& path, std::size_t bytes,
   std::string why;
   int dir_fd = open_trusted_dir(dir, DirTrust::safe, &why);
   if (dir_fd < 0) {
-    throw std::system_error(EPERM, std::generic_category(),
+    throw std::system_error(errno, std::generic_category(),
                             "create " + what + " " + path + ": directory " + dir + " " + why);
   }
   // O_EXCL | O_NOFOLLOW: a name that exists, a symlink included, is an

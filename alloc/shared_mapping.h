@@ -24,7 +24,8 @@ enum class DirTrust {
 // refused, not followed) and checks it against `trust` on the open
 // descriptor.  Returns the descriptor, or -1 with the reason in `*why`
 // ("is a symbolic link", "is owned by uid 65534, not by uid 0", "is
-// writable by group or others (mode 0777)", or strerror).
+// writable by group or others (mode 0777)", or strerror) and errno set
+// (ELOOP for a symlink, EPERM for an owner or mode refused, else open's).
 int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why);
 
 class SharedMapping {

@@ -289,7 +289,13 @@ TEST(StatsTest, DirectoryWritableByOthersWithoutStickyBitIsRefused) {
   PagePoolConfig cfg;
   cfg.stats_path = dir + "/stats";
   ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
-  EXPECT_THROW(PagePool pool(cfg), std::system_error);
+  try {
+    PagePool pool(cfg);
+    ADD_FAILURE() << "a pool was created in a 0777 directory";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EPERM) << e.what();
+    EXPECT_NE(std::string(e.what()).find("without the sticky bit"), std::string::npos) << e.what();
+  }
   EXPECT_NE(access(cfg.stats_path.c_str(), F_OK), 0);
   ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
   EXPECT_NO_THROW(PagePool pool(cfg));
@@ -300,7 +306,12 @@ TEST(StatsTest, DirectoryWritableByOthersWithoutStickyBitIsRefused) {
 TEST(StatsTest, PoolOnAnUncreatablePathThrows) {
   PagePoolConfig cfg;
   cfg.stats_path = "/nonexistent-dir-norefs/stats";
-  EXPECT_THROW(PagePool pool(cfg), std::system_error);
+  try {
+    PagePool pool(cfg);
+    ADD_FAILURE() << "a pool was created in a missing directory";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT) << e.what();
+  }
 }
 
 TEST(StatsTest, ReaderOnMissingPathThrowsSystemError) {
