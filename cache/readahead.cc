@@ -102,7 +102,8 @@ int PageCache::sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t re
   if (max > 0) {
     std::uint64_t prev = h.ra.prev_pos.load(std::memory_order_relaxed);
     std::uint64_t prev_idx = prev > 0 ? (prev - 1) >> kPageShift : 0;
-    bool sequential = (prev == 0 && idx == 0) || (prev > 0 && (idx == prev_idx || idx == prev_idx + 1));
+    bool sequential =
+        (prev == 0 && idx == 0) || (prev > 0 && (idx == prev_idx || idx == prev_idx + 1));
     if (sequential) {
       size = init_size(req_pages, max);
       async = size > req_pages ? size - req_pages : size;
@@ -115,8 +116,14 @@ int PageCache::sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t re
     h.ra.async_size.store(async, std::memory_order_relaxed);
   }
   bump(st, Ctr::sync_readahead);
-  ssize_t r = fill(h.file(), start, size, async ? start + size - async : kNoMark,
-                   opt.drop_behind, st);
+  ssize_t r =
+      fill(h.file(), start, size, async ? start + size - async : kNoMark, opt.drop_behind, st);
+  // A failed window may have failed for a page the reader did not ask for:
+  // a backing that fails a request as a whole (a bio over a bad sector, a
+  // FUSE server's EIO) takes the good pages of the window down with it.  As
+  // filemap_read_folio() after a failed readahead, read the reader's own
+  // page alone, so that only a reader of the bad page gets the error.
+  if (r < 0 && r != -ENOMEM && size > 1) r = fill(h.file(), idx, 1, kNoMark, opt.drop_behind, st);
   return r < 0 ? static_cast<int>(r) : 0;
 }
 
@@ -198,7 +205,8 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
       p->index = idx;
       p->owner = &f;
       pg::try_get(*p, ref_mode_);  // 1 -> 2: nobody else can see it yet
-      std::uint64_t flags = (idx == mark ? pg::kReadahead : 0) | (drop_behind ? pg::kDropBehind : 0);
+      std::uint64_t flags =
+          (idx == mark ? pg::kReadahead : 0) | (drop_behind ? pg::kDropBehind : 0);
       if (flags) pg::set_flags(*p, flags);
       if (!f.index_.insert(idx, p)) {
         pool_.free(p);

@@ -72,7 +72,13 @@ std::unique_ptr<Inode> InodeTable::open_unref(Inode* in) {
 void InodeTable::note_meta_change(dev_t dev, ino_t ino) {
   std::lock_guard lk(mu_);
   auto it = map_.find(Key{dev, ino});
-  if (it != map_.end()) it->second->meta_changed.store(true, std::memory_order_relaxed);
+  if (it == map_.end()) return;
+  Inode& in = *it->second;
+  in.meta_changed.store(true, std::memory_order_relaxed);
+  struct stat st {};
+  if (fstat(in.fd, &st) == 0 && st.st_nlink == 0) {
+    in.unlinked_through_mount.store(true, std::memory_order_relaxed);
+  }
 }
 
 std::vector<std::unique_ptr<Inode>> InodeTable::take_all() {

@@ -102,6 +102,13 @@ struct Inode {
   void note_mode(mode_t mode) {
     setid.store((mode & (S_ISUID | S_ISGID)) != 0, std::memory_order_relaxed);
   }
+  // One of our own unlinks or renames removed the backing file's last name:
+  // an open of it now can only come through a handle (/proc/<pid>/fd/N),
+  // never through a stale kernel dentry, so open does not answer ESTALE for
+  // its zero link count (see do_open in ops_file.cc).  Set once, never
+  // cleared (a backing inode with no name gets none back).  Relaxed: a flag
+  // with nothing else to publish.
+  std::atomic<bool> unlinked_through_mount{false};
 
  private:
   friend class InodeTable;
@@ -129,7 +136,8 @@ class InodeTable {
   // An open handle starts / stops referring to `in`.
   void open_ref(Inode* in);
   std::unique_ptr<Inode> open_unref(Inode* in);
-  // Sets meta_changed on the Inode of (dev, ino) if there is one.
+  // Sets meta_changed on the Inode of (dev, ino) if there is one, and
+  // unlinked_through_mount if its backing file has no name left.
   void note_meta_change(dev_t dev, ino_t ino);
   // Teardown: removes and returns every Inode but the root.
   std::vector<std::unique_ptr<Inode>> take_all();

@@ -302,6 +302,17 @@ int do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Inode& in = inode_of(req, ino);
   if (in.is_dir()) return EISDIR;
   if (in.is_lnk()) return ELOOP;
+  // The backing file was removed or renamed over outside the mount while
+  // the kernel still maps the name to this inode (entry_timeout): ESTALE
+  // makes the VFS look the name up again (do_filp_open()'s LOOKUP_REVAL
+  // retry), which finds the new file or none.  Close-to-open, as on NFS.
+  // Not when our own unlink or rename removed the last name: the kernel
+  // dropped that dentry, so this is a reopen through /proc/<pid>/fd/N.
+  struct stat st {};
+  if (in.is_reg() && !in.unlinked_through_mount.load(std::memory_order_relaxed) &&
+      fstat(in.fd, &st) == 0 && st.st_nlink == 0) {
+    return ESTALE;
+  }
   return open_common(req, fs_of(req), in, fi, backing_flags(fi->flags), -1, nullptr);
 }
 

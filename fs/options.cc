@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "fs/options.h"
 
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <fuse_opt.h>
 #include <sys/stat.h>
@@ -16,6 +17,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "alloc/shared_mapping.h"
 
 #ifndef NOREFS_VERSION
 #define NOREFS_VERSION "unknown"
@@ -44,7 +47,10 @@ constexpr const char* kOurHelp =
     "    -o max_threads=N       worker thread maximum (default: see below)\n"
     "    -o reply=auto|copy|iov how read replies are sent (default auto)\n"
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
-    "    -o stats_dir=DIR       where the counter blocks go (default /run/norefs)\n"
+    "    -o stats_dir=DIR       where the counter blocks go: a directory (not a symlink)\n"
+    "                           owned by the daemon's user and writable by nobody else,\n"
+    "                           created 0700 if missing (default /run/norefs as root;\n"
+    "                           else $XDG_RUNTIME_DIR/norefs, or /tmp/norefs-<uid>)\n"
     "    -o allow_other, -o default_permissions: passed to the kernel\n"
 #ifdef NOREFS_SYNC_POINTS
     "    -o debug_read_delay_us=N  (test builds only) sleep N us between a fast-path\n"
@@ -323,6 +329,34 @@ int make_dirs(const std::string& path, mode_t mode) {
   return 0;
 }
 
+// The stats directory: the counter blocks there are read by norefsctl as
+// the daemon's user, so another user must not be able to plant, replace or
+// redirect them.  Created 0700 if missing, then opened without following a
+// symlink and checked on the descriptor (alloc::open_trusted_dir); the
+// files themselves are created O_EXCL | O_NOFOLLOW (SharedMapping::create).
+bool validate_stats_dir(Options& o) {
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "norefs: stats_dir '%s': %s\n", o.stats_dir.c_str(), msg.c_str());
+    return false;
+  };
+  if (o.stats_dir.empty()) o.stats_dir = Options::default_stats_dir();
+  // Daemonizing changes to "/": a relative directory would move.
+  if (o.stats_dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return fail(std::strerror(errno));
+    o.stats_dir = std::string(cwd) + "/" + o.stats_dir;
+  }
+  if (int e = make_dirs(o.stats_dir, 0700)) return fail(std::strerror(e));
+  std::string why;
+  int fd = alloc::open_trusted_dir(o.stats_dir, alloc::DirTrust::private_to_euid, &why);
+  if (fd < 0) return fail(why);
+  const bool writable = faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) == 0;
+  const int err = errno;
+  close(fd);
+  if (!writable) return fail(std::strerror(err));
+  return true;
+}
+
 bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   auto fail = [](const std::string& msg) {
     std::fprintf(stderr, "norefs: %s\n", msg.c_str());
@@ -349,18 +383,7 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   if (o.backing_dir == "/" || o.mountpoint.starts_with(o.backing_dir + "/")) {
     return fail("mountpoint '" + pos[1] + "' is inside the backing directory");
   }
-  if (int e = make_dirs(o.stats_dir, 0700)) {
-    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(e));
-  }
-  if (access(o.stats_dir.c_str(), W_OK | X_OK) != 0) {
-    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
-  }
-  // Absolute: the daemon changes to / when it goes to the background.
-  if (!realpath(o.stats_dir.c_str(), buf)) {
-    return fail("stats_dir '" + o.stats_dir + "': " + std::strerror(errno));
-  }
-  o.stats_dir = buf;
-  return true;
+  return validate_stats_dir(o);
 }
 
 }  // namespace
@@ -379,6 +402,14 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
 // noise (a 1-job run uses one worker whatever the maximum); at 8 jobs 10
 // is best and 32 worst (more runnable threads than cores).  clone_fd was
 // within the noise too (fuse-landscape.md found the same).
+std::string Options::default_stats_dir() {
+  const uid_t euid = geteuid();
+  if (euid == 0) return "/run/norefs";
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg && xdg[0] == '/') return std::string(xdg) + "/norefs";
+  return "/tmp/norefs-" + std::to_string(euid);
+}
+
 unsigned Options::default_max_threads() {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(10u, 2 * cores);

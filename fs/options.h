@@ -35,7 +35,8 @@ struct Options {
   unsigned max_threads = 0;  // 0: the default (default_max_threads())
   ReplyMode reply = ReplyMode::automatic;
   double coherence_timeout = 1.0;  // seconds
-  std::string stats_dir = "/run/norefs";
+  // "" until validated: then the -o stats_dir value, else default_stats_dir().
+  std::string stats_dir;
   // Test builds only (NOREFS_SYNC_POINTS): operations do not switch to the
   // caller's credentials (fs/credentials.h), the permission tests' control.
   bool debug_daemon_credentials = false;
@@ -59,6 +60,10 @@ struct Options {
   std::string backing_dir;  // absolute (realpath) once validated
   std::string mountpoint;   // absolute (realpath) once validated
 
+  // Where the counter blocks go when stats_dir is not given: /run/norefs for
+  // root; for a user mount $XDG_RUNTIME_DIR/norefs, or /tmp/norefs-<uid>
+  // when XDG_RUNTIME_DIR is unset (either is checked like any stats_dir).
+  static std::string default_stats_dir();
   // The worker thread maximum when max_threads is not given.
   static unsigned default_max_threads();
   unsigned effective_max_threads() const {
@@ -86,7 +91,9 @@ struct ParseResult {
 // Parses and validates everything that can be checked before mounting:
 // option values, the backing directory, the mountpoint (exists, is a
 // directory, is not a mount point yet, is not inside the backing
-// directory), the stats directory (created 0700 if missing).  Prints a
+// directory), the stats directory (created 0700 if missing; refused unless
+// it is a directory, not a symlink, owned by the effective uid and writable
+// by nobody else).  Prints a
 // clear message to stderr on bad input (exit_usage), the help or version to
 // stdout (exit_ok).
 ParseResult parse_command_line(int argc, char* argv[]);

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -288,10 +290,69 @@ TEST(StatsTest, SecondPoolWithTheSamePathThrows) {
   EXPECT_EQ(reader.sum().freed_after_gp, 1u);
 }
 
+// A symlink planted at the stats path (dangling or not) is never followed:
+// the pool refuses the name (O_EXCL | O_NOFOLLOW) and the target is intact.
+TEST(StatsTest, SymlinkPlantedAtThePathIsNotFollowed) {
+  const std::string path = unique_stats_path("planted");
+  const std::string target = path + "-target", nowhere = path + "-nowhere";
+  {
+    std::FILE* f = std::fopen(target.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("precious", f);
+    std::fclose(f);
+  }
+  for (const std::string& to : {target, nowhere}) {
+    ASSERT_EQ(symlink(to.c_str(), path.c_str()), 0) << std::strerror(errno);
+    PagePoolConfig cfg;
+    cfg.stats_path = path;
+    try {
+      PagePool pool(cfg);
+      ADD_FAILURE() << "a pool was created through a symlink to " << to;
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code().value(), EEXIST) << e.what();
+    }
+    struct stat st {};
+    EXPECT_EQ(lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the planted link was replaced";
+    unlink(path.c_str());
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8) << "the link's target was written";
+  EXPECT_NE(access(nowhere.c_str(), F_OK), 0) << "the dangling link's target was created";
+  unlink(target.c_str());
+}
+
+// The directory must be safe: group/world-writable only with the sticky bit.
+TEST(StatsTest, DirectoryWritableByOthersWithoutStickyBitIsRefused) {
+  std::string dir = "/tmp/norefs-alloc-test-dir-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  PagePoolConfig cfg;
+  cfg.stats_path = dir + "/stats";
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  try {
+    PagePool pool(cfg);
+    ADD_FAILURE() << "a pool was created in a 0777 directory";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EPERM) << e.what();
+    EXPECT_NE(std::string(e.what()).find("without the sticky bit"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(access(cfg.stats_path.c_str(), F_OK), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
+  EXPECT_NO_THROW(PagePool pool(cfg));
+  EXPECT_NE(access(cfg.stats_path.c_str(), F_OK), 0) << "not unlinked with the pool";
+  rmdir(dir.c_str());
+}
+
 TEST(StatsTest, PoolOnAnUncreatablePathThrows) {
   PagePoolConfig cfg;
   cfg.stats_path = "/nonexistent-dir-norefs/stats";
-  EXPECT_THROW(PagePool pool(cfg), std::system_error);
+  try {
+    PagePool pool(cfg);
+    ADD_FAILURE() << "a pool was created in a missing directory";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT) << e.what();
+  }
 }
 
 TEST(StatsTest, ReaderOnMissingPathThrowsSystemError) {

@@ -117,6 +117,9 @@ struct BackingControl {
   std::mutex mu;
   Bytes bytes;                // the file; its length is the file's size.  Guarded by mu
   std::atomic<int> error{0};  // returned by every read while nonzero (-EIO)
+  // A read whose range covers this page fails with -EIO as a whole (a bad
+  // sector under a bio); ~0: none.
+  std::atomic<std::uint64_t> bad_page{~std::uint64_t{0}};
   std::atomic<std::uint64_t> reads{0};
   std::condition_variable cv;
   bool gate_closed = false;  // guarded by mu
@@ -183,6 +186,13 @@ class TestBacking final : public Backing {
   ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
     c_->reads.fetch_add(1, std::memory_order_relaxed);
     if (int e = c_->error.load(std::memory_order_relaxed)) return e;
+    std::uint64_t len = 0;
+    for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
+    const std::uint64_t bad = c_->bad_page.load(std::memory_order_relaxed);
+    if (bad != ~std::uint64_t{0} && len > 0 && offset <= (bad + 1) * kPageSize - 1 &&
+        bad * kPageSize < offset + len) {
+      return -EIO;
+    }
     std::unique_lock lk(c_->mu);
     ssize_t n = 0;
     std::uint64_t o = offset;

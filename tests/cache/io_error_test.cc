@@ -71,6 +71,37 @@ TEST_P(IoErrorTest, ErrorAfterSomeBytesReturnsThem) {
   EXPECT_EQ(tf.f->pages(), 4u);
 }
 
+// One bad page inside a readahead window: the backing fails the window's
+// read as a whole, yet readers of the good pages get their bytes (the
+// reader's page is read alone after the window failed, as
+// filemap_read_folio() does); only a reader of the bad page gets -EIO, and
+// a read that reaches it returns what came before.
+TEST_P(IoErrorTest, BadPageFailsOnlyItsReaders) {
+  PageCache cache(test_config(GetParam()));  // readahead on
+  const std::uint64_t size = 16 * P;
+  TestFile tf(cache, 4, size);
+  tf.ctl->bad_page = 2;
+
+  auto before = cache.counters();
+  ssize_t r = 0;
+  Bytes got = read_bytes(cache, *tf.h, 0, P, &r);  // a window of 4 pages: 0-3
+  EXPECT_EQ(r, static_cast<ssize_t>(P));
+  EXPECT_TRUE(same_bytes(got, pattern(4, 0, P, 0), 0));
+  got = read_bytes(cache, *tf.h, P, 2 * P, &r);  // pages 1-2: stops at 2
+  EXPECT_EQ(r, static_cast<ssize_t>(P));
+  EXPECT_TRUE(same_bytes(got, pattern(4, P, P, 0), P));
+  read_bytes(cache, *tf.h, 2 * P + 5, 100, &r);
+  EXPECT_EQ(r, -EIO);
+  EXPECT_TRUE(reads_right(cache, tf, 8 * P + 1, 3 * P));  // past it
+  auto after = cache.counters();
+  EXPECT_GE(delta(after, before, Ctr::io_errors), 3u) << describe(after);
+  EXPECT_EQ(tf.f->pages(), after.pages_cached);
+
+  tf.ctl->bad_page = ~std::uint64_t{0};
+  EXPECT_TRUE(reads_right(cache, tf, 0, size));
+  EXPECT_EQ(tf.f->pages(), size / P);
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, IoErrorTest, ::testing::ValuesIn(kAllPaths), path_param_name);
 
 // Reader A's fill is held at the backing; reader B waits for it; the fill
