@@ -407,6 +407,7 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
     }
     // After the index: a reader that sees the new size sees the new pages.
     std::uint64_t step_end = std::min(new_size, (last + 1) << kPageShift);
+    // Relaxed load: f.mu_ is held and every store of the size is under it.
     if (step_end > f.size_.load(std::memory_order_relaxed)) {
       f.size_.store(step_end, std::memory_order_release);
     }

@@ -60,7 +60,9 @@
 // ── Page states in a file's index ─────────────────────────────────────────
 //   !uptodate: being filled by a readahead; the filler holds a reference
 //              and marks it uptodate under mu_ if it is still in the index.
-//   uptodate:  immutable; on the LRU lists.
+//   uptodate:  immutable; on the LRU lists.  write() may also insert a
+//              page uptodate (write-allocate): bytes first, then the
+//              uptodate bit (release), then the index, all under mu_.
 //   Every removal (truncate, punch, write's replace, eviction,
 //   invalidation, deletion) unlinks under mu_, sets rcu_free (unless the
 //   file is being deleted: no handle, no reader), then drops the cache's

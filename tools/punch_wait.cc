@@ -59,6 +59,7 @@ void sleep_until_ns(std::uint64_t t) {
 }
 
 bool stopped(const Params& p) {
+  // Relaxed: a flag set by a signal handler and polled; it publishes no data.
   return p.interrupted && p.interrupted->load(std::memory_order_relaxed);
 }
 
@@ -165,10 +166,8 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
   for (std::size_t i = 0; i < n; i++) {
     loaders.emplace_back([&, i] {
       try {
-        // Relaxed: a flag polled between writes; nothing is published by it.
-        while (!stop.load(std::memory_order_relaxed)) {
-          for (std::uint64_t off = 0; off < p.file_bytes && !stop.load(std::memory_order_relaxed);
-               off += p.write_bytes) {
+        while (!stop.load()) {
+          for (std::uint64_t off = 0; off < p.file_bytes && !stop.load(); off += p.write_bytes) {
             std::size_t len = static_cast<std::size_t>(
                 std::min<std::uint64_t>(p.write_bytes, p.file_bytes - off));
             files[i]->write(bufs[i].data(), len, off + p.write_offset);
@@ -178,7 +177,7 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
         }
       } catch (const std::exception& e) {
         errors[i] = e.what();
-        stop.store(true, std::memory_order_relaxed);
+        stop.store(true);
       }
     });
   }
@@ -187,8 +186,7 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
   const std::uint64_t bound_kib = c.bound_pages * kPage / 1024;
   const std::uint64_t slack_kib = c.idle_rss_kib + p.rss_slack_bytes / 1024;
   sampler.loop(
-      "load", t0,
-      [&] { return now_ns() >= load_end || stop.load(std::memory_order_relaxed) || stopped(p); },
+      "load", t0, [&] { return now_ns() >= load_end || stop.load() || stopped(p); },
       [&](double, std::uint64_t w, std::uint64_t k, std::uint64_t r) {
         c.samples++;
         sum_w += static_cast<double>(w);
@@ -202,7 +200,7 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
         if (c.bound_pages && r > bound_kib + slack_kib) c.rss_over_bound_samples++;
         return false;
       });
-  stop.store(true, std::memory_order_relaxed);
+  stop.store(true);
   for (auto& t : loaders) t.join();
   const std::uint64_t t1 = now_ns();
   c.seconds = static_cast<double>(t1 - t0) / 1e9;
@@ -601,7 +599,11 @@ std::vector<Cell> run(const Params& p) {
     for (Variant v : p.variants) {
       for (unsigned gp : gps) {
         for (unsigned n : p.threads) {
-          for (Mode m : modes) {  // innermost: the modes of one N run back to back
+          // Innermost: the modes of one N run back to back, in an order
+          // rotated by the round (the first cell of a group measured
+          // slower on a loaded machine: docs/punch-wait.md).
+          for (std::size_t k = 0; k < modes.size(); k++) {
+            Mode m = modes[(k + round) % modes.size()];
             if (stopped(p)) throw Interrupted();
             Cell c;
             c.variant = v;

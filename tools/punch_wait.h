@@ -15,7 +15,8 @@
 // ftruncate, NOREFS_IOC_EVICT on files of the mount: real FUSE requests).
 // Modes, interleaved for each (variant, gp interval, N): defer=off,
 // defer without expedite, defer with expedite (the default), and that with
-// the bound cache_size=B.  Each cell gets a fresh cache (or daemon).
+// the bound cache_size=B; round r starts at the r-th mode.  Each cell gets a
+// fresh cache (or daemon).
 //
 // Sampling every sample_us from the published counter blocks (the alloc/
 // and cache/ stats files, as another process reads them): pages waiting,
