@@ -70,6 +70,17 @@ void PageArena::tcache_destroy(int tcache) {
   NOREFS_MALLCTL("tcache.destroy", nullptr, nullptr, &id, sizeof(id));
 }
 
+void PageArena::set_dirty_decay_ms(long ms) {
+  ssize_t v = ms;
+  std::string name = "arena." + std::to_string(index_) + ".dirty_decay_ms";
+  NOREFS_MALLCTL(name.c_str(), nullptr, nullptr, &v, sizeof(v));
+}
+
+void PageArena::decay() {
+  std::string name = "arena." + std::to_string(index_) + ".decay";
+  NOREFS_MALLCTL(name.c_str(), nullptr, nullptr, nullptr, 0);
+}
+
 bool PageArena::owns(const void* p) const {
   unsigned arena = 0;
   std::size_t sz = sizeof(arena);

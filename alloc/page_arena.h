@@ -59,6 +59,15 @@ class PageArena {
   void tcache_flush(int tcache);
   void tcache_destroy(int tcache);
 
+  // arena.<i>.dirty_decay_ms: how long freed pages stay resident (dirty)
+  // before they are given back to the kernel; -1 never, 0 at once.
+  // jemalloc's default is 10000.  Setting it purges what is already older.
+  void set_dirty_decay_ms(long ms);
+  // arena.<i>.decay: purges what the decay curve says is due.  Without
+  // jemalloc's background thread decay advances only when the arena
+  // allocates or frees, so an idle arena keeps its dirty pages: the pool's
+  // driver calls this on a timer (PagePoolConfig::decay_tick_ms).
+  void decay();
   // True if jemalloc says `p` lives in this arena (arenas.lookup).  Slow: tests.
   bool owns(const void* p) const;
   // Refreshes jemalloc's statistics and reads this arena's.  Slow (see above).

@@ -282,6 +282,8 @@ struct PagePool::Impl {
   std::atomic<bool> stop{false};
   std::thread driver;
   std::uint64_t arena_stats_due_ms = 0;  // driver thread only
+  std::uint64_t decay_due_ms = 0;        // driver thread only
+  void tick_decay();
   // Advanced by the driver every kSweepEpochMs.  Owners read it relaxed: a
   // stale epoch only makes the driver leave a batch to its owner a little
   // longer, or take it a little sooner.
@@ -327,6 +329,7 @@ PagePool::Impl::Impl(const PagePoolConfig& c)
                        bit(config.tcache == TcacheMode::none, kCfgTcacheNone) |
                        bit(config.check, kCfgCheck);
   stats.header().config.store(bits, std::memory_order_relaxed);
+  if (config.dirty_decay_ms >= -1) arena.set_dirty_decay_ms(config.dirty_decay_ms);
   {
     LivePools& lp = live_pools();
     std::lock_guard<std::mutex> g(lp.mu);
@@ -667,6 +670,14 @@ void PagePool::Impl::refresh_arena_stats() {
   h.arena_stats_age_ms.store(now, std::memory_order_relaxed);
 }
 
+void PagePool::Impl::tick_decay() {
+  if (config.dirty_decay_ms < 0 || config.decay_tick_ms == 0) return;
+  std::uint64_t now = monotonic_ms();
+  if (now < decay_due_ms) return;
+  decay_due_ms = now + config.decay_tick_ms;
+  arena.decay();
+}
+
 void PagePool::Impl::driver_main() {
   tls_internal_thread = true;
   // call_rcu engine: the driver only samples (peak, arena stats).
@@ -692,12 +703,14 @@ void PagePool::Impl::driver_main() {
       sweep(false);
       if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
         refresh_arena_stats();
+        tick_decay();
         continue;
       }
     }
     if (!drives) sweep(false);  // call_rcu: done lists of owners that went idle
     update_peak();
     refresh_arena_stats();
+    tick_decay();
     // Dekker with request_gp(): see there.
     driver_sleeping.store(true, std::memory_order_seq_cst);
     if (!(drives && gp_requested.load(std::memory_order_seq_cst) > gp.completed())) {

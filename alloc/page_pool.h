@@ -107,6 +107,14 @@ struct PagePoolConfig {
   std::string stats_path;
   // Threads that may use the pool at once.  One more aborts with a message.
   std::size_t max_threads = 1024;
+  // The arena's dirty_decay_ms (page_arena.h): how long freed page memory
+  // stays resident before it goes back to the kernel.  -2: jemalloc's
+  // default (10 s).  Chosen from measurements in docs/punch-wait.md.
+  long dirty_decay_ms = 1000;
+  // With dirty_decay_ms >= 0: the driver advances the arena's decay at most
+  // this often (and at least every idle tick, 10 ms, once due), so that an
+  // idle pool's memory comes back too.  0: never (only jemalloc's ticks).
+  unsigned decay_tick_ms = 100;
   // How often the driver refreshes the arena's jemalloc statistics.
   unsigned arena_stats_interval_ms = 1000;
 };

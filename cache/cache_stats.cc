@@ -18,15 +18,15 @@ constexpr std::size_t kSlotsOffset = sizeof(CacheStatsHeader);
 static_assert(kSlotsOffset % alignof(CacheSlot) == 0);
 
 constexpr std::string_view kStopNames[kStops] = {
-    "missing", "not_uptodate", "readahead", "drop_behind", "past_eof",
-    "accessed", "interrupted", "batch", "changed",
+    "missing",  "not_uptodate", "readahead", "drop_behind", "past_eof",
+    "accessed", "interrupted",  "batch",     "changed",
 };
 constexpr std::string_view kCounterNames[static_cast<std::size_t>(Ctr::stop0)] = {
-    "reads",          "bytes",           "fast_pages",      "fast_reads",
-    "slow_hits",      "misses",          "waits",           "sync_readahead",
-    "async_readahead", "readahead_pages", "uncached_reads", "zero_copy_reads",
-    "evicted",        "evict_skipped",   "limit_drains",    "io_errors",
-    "written_pages",  "removed_pages",
+    "reads",          "bytes",           "fast_pages",     "fast_reads",      "slow_hits",
+    "misses",         "waits",           "sync_readahead", "async_readahead", "readahead_pages",
+    "uncached_reads", "zero_copy_reads", "evicted",        "evict_skipped",   "limit_drains",
+    "io_errors",      "written_pages",   "removed_pages",  "write_alloc",     "write_fill",
+    "write_skipped",
 };
 
 std::atomic<std::uint64_t> next_id{1};
@@ -52,7 +52,7 @@ struct CacheStats::Registry {
   std::vector<std::size_t> free;  // guarded by mu
   std::size_t next = 0;           // guarded by mu
   std::size_t max_slots;
-  bool alive = true;              // guarded by mu
+  bool alive = true;  // guarded by mu
   explicit Registry(std::size_t m) : max_slots(m) {}
 };
 
@@ -151,8 +151,8 @@ CacheCounters sum_cache_counters(const CacheStatsHeader& h) {
   auto rd = [](const Counter& c) { return c.load(std::memory_order_relaxed); };
   CacheCounters c;
   c.slots = rd(h.nslots);
-  const auto* slots = reinterpret_cast<const CacheSlot*>(reinterpret_cast<const char*>(&h) +
-                                                         rd(h.slots_offset));
+  const auto* slots =
+      reinterpret_cast<const CacheSlot*>(reinterpret_cast<const char*>(&h) + rd(h.slots_offset));
   for (std::uint64_t i = 0; i < c.slots; i++) {
     for (std::size_t k = 0; k < kCounters; k++) c.v[k] += rd(slots[i].v[k]);
   }

@@ -34,15 +34,15 @@ namespace norefs::cache {
 // Why the fast path stopped and handed the read to the reference path
 // (cache/read_loop.h).  Every stop is counted by reason.
 enum class Stop : std::uint8_t {
-  missing,      // no page at the index
-  not_uptodate, // the page is being filled
-  readahead,    // the page carries the readahead mark: the next window starts
-  drop_behind,  // the page is drop-behind: the reference path ends it
-  past_eof,     // the read goes past i_size
-  accessed,     // marking the page accessed would change its flags
-  interrupted,  // the request was interrupted
-  batch,        // the batch limit of pages per read-side section
-  changed,      // stackcopy only: the re-check after the copy failed
+  missing,       // no page at the index
+  not_uptodate,  // the page is being filled
+  readahead,     // the page carries the readahead mark: the next window starts
+  drop_behind,   // the page is drop-behind: the reference path ends it
+  past_eof,      // the read goes past i_size
+  accessed,      // marking the page accessed would change its flags
+  interrupted,   // the request was interrupted
+  batch,         // the batch limit of pages per read-side section
+  changed,       // stackcopy only: the re-check after the copy failed
   kCount,
 };
 inline constexpr std::size_t kStops = static_cast<std::size_t>(Stop::kCount);
@@ -69,6 +69,9 @@ enum class Ctr : std::uint8_t {
   io_errors,        // failed reads of the backing file
   written_pages,    // pages replaced by write()
   removed_pages,    // pages removed by truncate/punch/invalidate
+  write_alloc,      // pages write() created (write-allocate): whole pages, no backing read
+  write_fill,       // partial pages write() created by reading the backing file
+  write_skipped,    // pages of a write left uncached: no room under the limit or no memory
   stop0,            // stop0 + Stop: fast-path stops by reason
   kCount = stop0 + kStops,
 };
@@ -85,15 +88,15 @@ struct alignas(64) CacheSlot {
 };
 
 inline constexpr std::uint64_t kCacheStatsMagic = 0x6e6f726566736373ULL;  // "norefscs"
-inline constexpr std::uint64_t kCacheStatsVersion = 1;
+inline constexpr std::uint64_t kCacheStatsVersion = 2;  // 2: write_alloc, write_fill, write_skipped
 
 struct alignas(64) CacheStatsHeader {
   Counter magic;
   Counter version;
-  Counter ncounters;     // kCounters of the writer: readers refuse a mismatch
+  Counter ncounters;  // kCounters of the writer: readers refuse a mismatch
   Counter max_slots;
   Counter slots_offset;
-  Counter nslots;        // slots handed out; readers sum [0, nslots)
+  Counter nslots;  // slots handed out; readers sum [0, nslots)
   Counter pid;
   Counter read_path;     // ReadPath of the cache
   Counter pages_cached;  // pages in every index; written under the LRU lock

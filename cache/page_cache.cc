@@ -242,38 +242,180 @@ std::size_t PageCache::count_cached(CachedFile& f, std::uint64_t first, std::uin
   return n;
 }
 
+// Write-allocate, like the kernel's page cache: a write leaves its bytes
+// cached.  A page of the range whose every byte is known once the write is
+// done is created uptodate from `data` with no backing read: a whole page,
+// or an edge page whose other bytes lie past the file's end (they read as
+// zero).  The other edge pages (at most two per write) are read from the
+// backing file, which already holds the write (the Context of the changes),
+// if config_.write_fill_partial; else they stay uncached.  Pages already
+// cached are replaced (copy-on-write).  Under a limit the new pages are
+// reserved like a fill's; what finds no room stays uncached (write_skipped):
+// the write has reached the backing file, the cache just holds less.
+// Ranges longer than kMaxBatch pages go in steps of kMaxBatch, each its own
+// reservation and critical section; the size moves after each step's pages.
 int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::size_t len) {
   if (len == 0) return 0;
   CacheSlot& st = stats_.slot();
   const std::uint64_t end = pos + len;
   const std::uint64_t first = pos >> kPageShift, last = (end - 1) >> kPageShift;
-  // Copies made: at most what was reserved (the count is capped, and a fill
-  // may publish pages in the range after it was taken).
+  const auto* bytes = static_cast<const std::byte*>(data);
+  int err = 0;
+  for (std::uint64_t step = first; step <= last; step += kMaxBatch) {
+    std::uint64_t step_last = std::min(last, step + kMaxBatch - 1);
+    if (int e = write_pages(f, pos, end, bytes, step, step_last, st)) err = e;
+  }
+  return err;
+}
+
+// Reads page `idx` of the backing file into a new page (zero past its end),
+// for a partial page of a write.  nullptr on no memory, no room or an I/O
+// error: the page then stays uncached.  Context: no lock held; the caller's
+// writer lock keeps the backing file's bytes as the write left them.
+Page* PageCache::read_for_write(CachedFile& f, std::uint64_t idx, CacheSlot& st) {
+  Page* p = nullptr;
+  {
+    std::unique_lock reserving(reserve_mu_, std::defer_lock);
+    if (config_.limit_pages) reserving.lock();
+    if (reserve(1, st)) p = pool_.alloc();
+  }
+  if (!p) return nullptr;
+  std::size_t got = 0;
+  while (got < kPageSize) {
+    iovec iov{p->data + got, kPageSize - got};
+    ssize_t r = f.backing_->read(&iov, 1, (idx << kPageShift) + got);
+    if (r == -EINTR) continue;
+    if (r < 0) {
+      bump(st, Ctr::io_errors);
+      pool_.free(p);  // rcu_free clear: never visible, straight back
+      return nullptr;
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  if (got < kPageSize) std::memset(p->data + got, 0, kPageSize - got);
+  return p;
+}
+
+// One step of write(): pages [first, last] of the write [pos, end).
+int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
+                           const std::byte* data, std::uint64_t first, std::uint64_t last,
+                           CacheSlot& st) {
+  // Stable: the caller serializes changes of f.
+  const std::uint64_t old_size = f.size();
+  const std::uint64_t new_size = std::max(old_size, end);
+  // Page `idx`'s bytes outside the write are all past the end of the file
+  // (before the write for those in front of it, after it for those behind).
+  auto known = [&](std::uint64_t idx) {
+    std::uint64_t base = idx << kPageShift;
+    bool head = pos <= base || base >= old_size;
+    bool tail = end >= base + kPageSize || end >= old_size;
+    return head && tail;
+  };
+
+  // Partial pages not cached now: read from the backing file first, outside
+  // every lock.  A page that appears meanwhile wins (it is updated below)
+  // and ours goes back.
+  Page* filled[2] = {nullptr, nullptr};
+  std::uint64_t filled_idx[2] = {first, last};
+  if (config_.write_fill_partial) {
+    for (int k = 0; k < 2; k++) {
+      std::uint64_t idx = filled_idx[k];
+      if ((k == 1 && last == first) || known(idx)) continue;
+      bool cached;
+      {
+        rcu::ReadGuard g;
+        cached = f.index_.lookup(idx) != nullptr;
+      }
+      if (!cached) filled[k] = read_for_write(f, idx, st);
+    }
+  }
+
+  // Room for a page per page of the range (a copy or a new one), less the
+  // ones read above; failing that, for as many as the limit allows, or at
+  // least for the copies of the cached ones.
+  std::size_t want = last - first + 1 - (filled[0] != nullptr) - (filled[1] != nullptr);
   std::unique_lock reserving(reserve_mu_, std::defer_lock);
-  std::size_t room = ~std::size_t{0};
+  std::size_t room = want;
   if (config_.limit_pages) {
     reserving.lock();
-    std::size_t want = count_cached(f, first, last);
-    room = reserve(want, st) ? want : 0;
+    room = std::min(want, config_.limit_pages);
+    if (!reserve(room, st)) {
+      std::size_t copies = count_cached(f, first, last);
+      room = reserve(copies, st) ? copies : 0;
+    }
   }
   int err = 0;
+  std::uint64_t created = 0, from_backing = 0, skipped = 0;
   PageList out;
   {
     std::lock_guard lk(f.mu_);
-    for (Page* p : pages_in(f, first, last)) {
-      std::uint64_t base = p->index << kPageShift;
-      std::uint64_t from = std::max(pos, base), to = std::min(end, base + kPageSize);
-      const auto* src = static_cast<const std::byte*>(data) + (from - pos);
-      bool copy = room > 0 && pg::is_uptodate(*p);
-      if (copy) room--;
-      if (int e = update_locked(f, p, from - base, to - base, src, copy, out)) err = e;
+    // The copies of cached pages take the room first (a cached page that
+    // cannot be copied is dropped); new pages get what is left.
+    std::size_t copies = 0;
+    f.index_.for_each(first, last, [&](std::uint64_t, Page* p) { copies += pg::is_uptodate(*p); });
+    std::size_t new_room = room > copies ? room - copies : 0;
+    room = std::min(room, copies);
+    for (std::uint64_t idx = first; idx <= last; idx++) {
+      const std::uint64_t base = idx << kPageShift;
+      const std::uint64_t from = std::max(pos, base), to = std::min(end, base + kPageSize);
+      const std::byte* src = data + (from - pos);
+      Page* read = idx == first ? filled[0] : idx == last ? filled[1] : nullptr;
+      if (idx == first) filled[0] = nullptr;
+      if (idx == last) filled[1] = nullptr;
+      Page* p = f.index_.lookup(idx);
+      if (p && pg::is_uptodate(*p)) {
+        // Cached: copy-on-write, or drop it if no copy can be had.
+        bool copy = room > 0;
+        if (copy) room--;
+        if (int e = update_locked(f, p, from - base, to - base, src, copy, out)) err = e;
+        if (read) pool_.free(read);  // never visible: straight back
+        continue;
+      }
+      // Being filled: its filler read the bytes before the write and will
+      // not publish a page that has left the index.
+      if (p) remove_locked(f, p, false, out);
+      Page* np = read;
+      if (!np && known(idx) && new_room > 0 && !f.deleting_) {
+        np = pool_.alloc();
+        if (np) {
+          new_room--;
+          std::memset(np->data, 0, from - base);
+          std::memcpy(np->data + (from - base), src, to - from);
+          std::memset(np->data + (to - base), 0, base + kPageSize - to);
+        }
+      }
+      if (!np) {
+        skipped += known(idx) || config_.write_fill_partial;
+        continue;
+      }
+      if (f.deleting_) {
+        pool_.free(np);
+        continue;
+      }
+      pg::init_cached(*np, ++f.gen_);
+      np->index = idx;
+      np->owner = &f;
+      pg::mark_uptodate(*np);           // release: the bytes before the page is reachable
+      if (!f.index_.insert(idx, np)) {  // no memory for an index node
+        pool_.free(np);                 // never visible: straight back
+        skipped++;
+        continue;
+      }
+      (read ? from_backing : created)++;
+      lru_add(np);
     }
     // After the index: a reader that sees the new size sees the new pages.
-    if (end > f.size_.load(std::memory_order_relaxed)) {
-      f.size_.store(end, std::memory_order_release);
+    std::uint64_t step_end = std::min(new_size, (last + 1) << kPageShift);
+    // Relaxed load: f.mu_ is held and every store of the size is under it.
+    if (step_end > f.size_.load(std::memory_order_relaxed)) {
+      f.size_.store(step_end, std::memory_order_release);
     }
   }
   bump(st, Ctr::written_pages, out.size());
+  bump(st, Ctr::write_alloc, created);
+  bump(st, Ctr::write_fill, from_backing);
+  bump(st, Ctr::write_skipped, skipped);
   free_removed(out);
   return err;
 }
@@ -338,7 +480,8 @@ int PageCache::punch(CachedFile& f, std::uint64_t off, std::uint64_t len) {
 }
 
 void PageCache::invalidate(CachedFile& f, std::uint64_t off, std::uint64_t len) {
-  std::uint64_t last = len == 0 || off + len < off ? ~std::uint64_t{0} : (off + len - 1) >> kPageShift;
+  std::uint64_t last =
+      len == 0 || off + len < off ? ~std::uint64_t{0} : (off + len - 1) >> kPageShift;
   PageList out;
   {
     std::lock_guard lk(f.mu_);

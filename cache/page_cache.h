@@ -60,7 +60,9 @@
 // ── Page states in a file's index ─────────────────────────────────────────
 //   !uptodate: being filled by a readahead; the filler holds a reference
 //              and marks it uptodate under mu_ if it is still in the index.
-//   uptodate:  immutable; on the LRU lists.
+//   uptodate:  immutable; on the LRU lists.  write() may also insert a
+//              page uptodate (write-allocate): bytes first, then the
+//              uptodate bit (release), then the index, all under mu_.
 //   Every removal (truncate, punch, write's replace, eviction,
 //   invalidation, deletion) unlinks under mu_, sets rcu_free (unless the
 //   file is being deleted: no handle, no reader), then drops the cache's
@@ -122,6 +124,10 @@ struct PageCacheConfig {
   std::size_t stackcopy_max = 1024;
   // Where the cache's counters are published (CacheStats); empty = anonymous.
   std::string stats_path;
+  // Write-allocate (write()): a partial page of a write that is not cached
+  // is read from the backing file and cached (true), or left uncached
+  // (false).  Whole pages are always cached.  Measured in docs/punch-wait.md.
+  bool write_fill_partial = true;
   // Threads that may read at once (stats slots).
   std::size_t max_threads = 1024;
 };
@@ -163,11 +169,11 @@ class CachedFile {
   PageCache& cache_;
   std::unique_ptr<Backing> backing_;
   std::atomic<std::uint64_t> size_;
-  mutable std::mutex mu_;             // index writes, fill publication, gen_, deleting_
-  std::condition_variable filled_;    // notified under mu_ when a fill ends
+  mutable std::mutex mu_;           // index writes, fill publication, gen_, deleting_
+  std::condition_variable filled_;  // notified under mu_ when a fill ends
   PageIndex index_;
-  std::uint32_t gen_ = 0;             // page generations (stackcopy's ABA check); mu_
-  bool deleting_ = false;             // removals not deferred; mu_
+  std::uint32_t gen_ = 0;  // page generations (stackcopy's ABA check); mu_
+  bool deleting_ = false;  // removals not deferred; mu_
 };
 
 // An open handle: the file and its readahead state.
@@ -228,6 +234,8 @@ class PageCache {
   // discarded.  Returns 0 or -ENOMEM (the affected pages are then dropped
   // instead of updated: still consistent). ──
   // Bytes [pos, pos+len) now hold `data`; i_size grows to pos+len if less.
+  // Write-allocate: the written pages are cached (page_cache.cc); what finds
+  // no room under the limit stays uncached.
   int write(CachedFile& f, std::uint64_t pos, const void* data, std::size_t len);
   // i_size becomes `size`; bytes past it leave the cache (the partial last
   // page is zeroed past the end).
@@ -272,10 +280,9 @@ class PageCache {
   FastResult fast_stackcopy(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst,
                             const ReadOptions& opt, CacheSlot& st);
   ssize_t read_from(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
-                    std::size_t done, Stop stopped, const ReadOptions& opt,
-                    CacheSlot& st);
-  ssize_t slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst,
-                    bool mark, const ReadOptions& opt, CacheSlot& st);
+                    std::size_t done, Stop stopped, const ReadOptions& opt, CacheSlot& st);
+  ssize_t slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst, bool mark,
+                    const ReadOptions& opt, CacheSlot& st);
   ssize_t read_uncached(CachedFile& f, std::uint64_t pos, std::size_t len, std::byte* dst,
                         CacheSlot& st);
   Page* get_page(CachedFile& f, std::uint64_t idx);
@@ -307,6 +314,9 @@ class PageCache {
                       PageList& out);
   int update_locked(CachedFile& f, Page* p, std::size_t from, std::size_t to, const void* src,
                     bool room, PageList& out);
+  int write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end, const std::byte* data,
+                  std::uint64_t first, std::uint64_t last, CacheSlot& st);
+  Page* read_for_write(CachedFile& f, std::uint64_t idx, CacheSlot& st);
   void free_removed(PageList& pages);
   std::size_t shrink(std::size_t want, CacheSlot& st);
   bool reserve(std::size_t pages, CacheSlot& st);
@@ -330,7 +340,8 @@ class PageCache {
 
   struct ReadaheadQueue;
   std::unique_ptr<ReadaheadQueue> ra_queue_;
-  std::atomic<std::int64_t> files_{0};  // live CachedFiles; relaxed: a count for the destructor's check
+  std::atomic<std::int64_t> files_{
+      0};  // live CachedFiles; relaxed: a count for the destructor's check
 };
 
 }  // namespace norefs::cache

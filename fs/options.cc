@@ -40,6 +40,9 @@ constexpr const char* kOurHelp =
     "    -o defer=on|off        RCU-deferred page free (default on; off is unsafe with noref)\n"
     "    -o expedite=on|off     expedite long pending lists (default on)\n"
     "    -o expedite_pages=N    pending pages per thread that trigger an expedite (1024)\n"
+    "    -o gp_interval_us=N    at most one grace period per N microseconds (1000)\n"
+    "    -o dirty_decay_ms=N    freed page memory goes back to the kernel after about\n"
+    "                           N ms; -1 never (default 1000; docs/punch-wait.md)\n"
     "    -o batch=N             fast-path pages per read-side section, 1..256 (31)\n"
     "    -o cache=on|off        off: plain passthrough, the baseline (default on)\n"
     "    -o kernel_cache        let the kernel page cache serve repeated reads too\n"
@@ -77,6 +80,8 @@ enum Key {
   kDefer,
   kExpedite,
   kExpeditePages,
+  kGpInterval,
+  kDirtyDecay,
   kBatch,
   kCache,
   kKernelCache,
@@ -98,6 +103,8 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("defer=", kDefer),
     FUSE_OPT_KEY("expedite=", kExpedite),
     FUSE_OPT_KEY("expedite_pages=", kExpeditePages),
+    FUSE_OPT_KEY("gp_interval_us=", kGpInterval),
+    FUSE_OPT_KEY("dirty_decay_ms=", kDirtyDecay),
     FUSE_OPT_KEY("batch=", kBatch),
     FUSE_OPT_KEY("cache=", kCache),
     FUSE_OPT_KEY("kernel_cache", kKernelCache),
@@ -198,6 +205,21 @@ std::string apply(Options& o, int key, std::string_view arg) {
       auto n = parse_uint<std::size_t>(v);
       if (!n || *n == 0) return bad("a page count >= 1");
       o.expedite_pages = *n;
+      return "";
+    }
+    case kGpInterval: {
+      auto n = parse_uint<unsigned>(v);
+      if (!n || *n > 1000000) return bad("microseconds, 0..1000000");
+      o.gp_interval_us = *n;
+      return "";
+    }
+    case kDirtyDecay: {
+      long ms = 0;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size() || ms < -1 || ms > 3600000) {
+        return bad("milliseconds, -1..3600000");
+      }
+      o.dirty_decay_ms = ms;
       return "";
     }
     case kBatch: {
@@ -421,6 +443,8 @@ cache::PageCacheConfig Options::cache_config(long pid) const {
   c.pool.defer = defer;
   c.pool.expedite = expedite;
   c.pool.expedite_pages = expedite_pages;
+  c.pool.gp_interval_us = gp_interval_us;
+  c.pool.dirty_decay_ms = dirty_decay_ms;
   c.batch = batch;
   c.limit_pages = limit_pages();
   c.readahead_max_pages = readahead_pages();

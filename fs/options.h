@@ -28,6 +28,8 @@ struct Options {
   bool defer = true;
   bool expedite = true;
   std::size_t expedite_pages = 1024;
+  unsigned gp_interval_us = alloc::PagePoolConfig{}.gp_interval_us;
+  long dirty_decay_ms = alloc::PagePoolConfig{}.dirty_decay_ms;
   unsigned batch = 31;
   bool cache = true;          // cache=off: plain passthrough
   bool kernel_cache = false;  // keep_cache instead of direct_io

@@ -221,14 +221,19 @@ TEST(WriteTest, OverwriteInsideAcrossAndExtending) {
   EXPECT_TRUE(same_bytes(got, cat(zeros(10), w3), pos - 10));
 }
 
-TEST(WriteTest, UncachedPagesAreNotCreated) {
-  PageCache cache(test_config());
+// Write-allocate without filling partial pages: the whole pages a write
+// covers are created, its partial edge pages stay uncached.
+TEST(WriteTest, PartialUncachedPagesStayUncachedWithoutFill) {
+  PageCacheConfig cfg = test_config();
+  cfg.write_fill_partial = false;
+  PageCache cache(cfg);
   const std::uint64_t size = 4 * P;
   TestFile tf(cache, 1, size);
   Bytes w = pattern(9, 0, 3 * P, 1);
   tf.ctl->write(P / 2, w);
   ASSERT_EQ(cache.write(*tf.f, P / 2, w.data(), w.size()), 0);
-  EXPECT_EQ(tf.f->pages(), 0u);
+  EXPECT_EQ(tf.f->pages(), 2u);  // pages 1 and 2
+  EXPECT_EQ(tf.ctl->reads.load(), 0u);
   EXPECT_TRUE(reads_right(cache, tf, 0, size));
 }
 
