@@ -75,7 +75,7 @@ def plot_pread(args):
                                 "reads_per_sec_min", "reads_per_sec_max"])
     panels = sorted({(int(r["size"]), r["variant"]) for r in rows},
                     key=lambda k: (k[1] != "shared", k[0]))
-    cols = min(3, len(panels))
+    cols = 2 if len(panels) in (2, 4) else min(3, len(panels))
     nrows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.4 * nrows), squeeze=False)
     for ax, (size, variant) in zip(axes.flat, panels):
@@ -101,6 +101,7 @@ def plot_pread(args):
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(args.title or "in-process pread scaling (median of rounds, bars: min-max)")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     save(fig, args.outdir, "pread_scaling")
 
 
