@@ -88,7 +88,7 @@ echo "$control" | grep -E '^(Package|Version|Architecture|Depends|Recommends|Ins
 root=$scratch/root
 dpkg-deb -x "$deb" "$root"
 for f in usr/bin/norefs usr/bin/norefsctl usr/bin/norefs_pread_scaling usr/bin/norefs_evict_race \
-  usr/bin/norefs_alloc_stat usr/lib/norefs/fill_free_bench usr/lib/norefs/norefs_minimal_fuse; do
+  usr/bin/norefs_alloc_stat usr/bin/norefs_punch_wait usr/lib/norefs/fill_free_bench usr/lib/norefs/norefs_minimal_fuse; do
   [ -x "$root/$f" ] && [ -f "$root/$f" ] || fail "$f missing or not executable"
 done
 [ "$(readlink "$root/usr/sbin/mount.fuse.norefs")" = ../bin/norefs ] ||
