@@ -138,8 +138,10 @@ TEST_F(TopTest, RedrawsInATerminalAndQuitsCleanly) {
   ASSERT_TRUE(met) << "no frame with a reads/s rate on the screen:\n" << a;
   EXPECT_EQ(t.display("#{alternate_on}"), "1") << "top draws on the alternate screen";
   EXPECT_EQ(t.display("#{cursor_flag}"), "0") << "top hides the cursor";
+  // A named string: a temporary inside the list would die before the loop.
+  const std::string mnt = m();
   for (const char* field :
-       {"norefs top", m().c_str(), "noref batch 31", "hit ", "fast path ", "stops ", "cache ",
+       {"norefs top", mnt.c_str(), "noref batch 31", "hit ", "fast path ", "stops ", "cache ",
         " pages (", " active, limit ", "waiting ", " pages now (", "peak ", "grace periods ",
         "expedites ", "evictions ", "RSS ", "q quits"}) {
     EXPECT_NE(a.find(field), std::string::npos) << "\"" << field << "\" missing from\n" << a;
