@@ -12,6 +12,7 @@
 
 #include "alloc/page.h"
 #include "alloc/stats_block.h"
+#include "tools/progress.h"
 #include "tools/sample_waiting.h"
 #include "tools/stats_json.h"
 
@@ -33,8 +34,22 @@ int main(int argc, char** argv) {
   try {
     norefs::alloc::StatsReader reader(path);
     if (seconds > 0) {
-      norefs::tools::WaitingSamples w =
-          norefs::tools::sample_waiting(reader, interval_ms * 1000, seconds);
+      if (!json) {
+        std::printf("norefs_alloc_stat: %s: sampling pages waiting every %u ms for %.3g s\n",
+                    path.c_str(), interval_ms, seconds);
+        std::fflush(stdout);
+      }
+      // Once a second a progress line on stderr (stdout: only the result).
+      norefs::tools::Progress progress;
+      std::uint64_t next_report_ns = 1000000000;
+      norefs::tools::WaitingSamples w = norefs::tools::sample_waiting(
+          reader, interval_ms * 1000, seconds, [&](std::uint64_t ns, std::uint64_t waiting) {
+            if (ns < next_report_ns) return;
+            next_report_ns += 1000000000;
+            progress.update("sampled " + std::to_string(ns / 1000000000) +
+                            " s: " + std::to_string(waiting) + " pages waiting now");
+          });
+      progress.finish();
       std::uint64_t n = w.samples, peak = w.peak;
       double mean = w.mean();
       if (json) {

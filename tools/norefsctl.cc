@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -37,6 +38,7 @@
 #include "alloc/stats_block.h"
 #include "cache/cache_stats.h"
 #include "tools/ctl.h"
+#include "tools/progress.h"
 #include "tools/sample_waiting.h"
 #include "tools/stats_json.h"
 
@@ -310,14 +312,27 @@ int cmd_sample(const std::string& path, unsigned interval_ms, double seconds,
     if (!out) throw ctl::CtlError(csv + ": cannot write", errno);
     out << "elapsed_ms,waiting_pages\n";
   }
-  norefs::tools::OnSample each;
-  if (out.is_open()) {
-    each = [&out](std::uint64_t ns, std::uint64_t w) { out << ms(ns) << ',' << w << '\n'; };
-  }
+  // Each sample to the CSV, if asked; once a second a progress line on
+  // stderr (stdout carries only the result, JSON included).
+  norefs::tools::Progress progress;
+  std::uint64_t next_report_ns = 1000000000, max_so_far = 0;
+  norefs::tools::OnSample each = [&](std::uint64_t ns, std::uint64_t w) {
+    if (out.is_open()) out << ms(ns) << ',' << w << '\n';
+    max_so_far = std::max(max_so_far, w);
+    if (ns >= next_report_ns) {
+      next_report_ns += 1000000000;
+      char line[128];
+      std::snprintf(line, sizeof line, "sampled %.0f/%.3g s: %lu pages waiting now, max %lu",
+                    static_cast<double>(ns) / 1e9, seconds, static_cast<unsigned long>(w),
+                    static_cast<unsigned long>(max_so_far));
+      progress.update(line);
+    }
+  };
   norefs::tools::WaitingSamples w =
       norefs::tools::sample_waiting(a, interval_ms * 1000, seconds, each);
   // The pool's own peak: the largest pending+inflight any of its sweeps saw,
   // since it started (the samples see only what is waiting at each tick).
+  progress.finish();
   std::uint64_t pool_peak = a.sum().peak_waiting;
   if (json) {
     std::printf("%s\n", ordered_json{{"pid", mi.pid},
