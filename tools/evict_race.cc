@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "tools/evict_race.h"
+#include "tools/splitmix.h"
 
 #include <string.h>
 
@@ -24,6 +25,10 @@ using cache::PageCache;
 
 namespace {
 
+using splitmix64::mix;
+using splitmix64::splitmix;
+using splitmix64::unmix;
+
 // 1234 -> "1.23k": counts on the progress line.
 std::string si(double v) {
   char b[32];
@@ -41,35 +46,8 @@ std::string si(double v) {
 
 // ── The content function ──
 constexpr std::uint64_t kMagic = 0xe71c;  // top 16 bits of every content key
-constexpr std::uint64_t kM1 = 0xbf58476d1ce4e5b9ULL, kM2 = 0x94d049bb133111ebULL;
 // The churn pattern: these high 32 bits, a page serial below.
 constexpr std::uint64_t kChurnHigh = 0xc4a2c4a2ULL;
-
-constexpr std::uint64_t inverse(std::uint64_t a) {  // of an odd a, mod 2^64 (Newton)
-  std::uint64_t x = a;                              // right to 3 bits; each step doubles them
-  for (int i = 0; i < 5; i++) x *= 2 - a * x;
-  return x;
-}
-constexpr std::uint64_t kM1inv = inverse(kM1), kM2inv = inverse(kM2);
-static_assert(kM1 * kM1inv == 1 && kM2 * kM2inv == 1);
-
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finalizer: a bijection
-  z = (z ^ (z >> 30)) * kM1;
-  z = (z ^ (z >> 27)) * kM2;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t unxorshift(std::uint64_t y, unsigned s) {
-  std::uint64_t x = y;
-  for (unsigned i = 0; i * s < 64; i++) x = y ^ (x >> s);
-  return x;
-}
-
-std::uint64_t unmix(std::uint64_t z) {
-  z = unxorshift(z, 31) * kM2inv;
-  z = unxorshift(z, 27) * kM1inv;
-  return unxorshift(z, 30);
-}
 
 // Bytes [off, off+n) of file `file` into dst: whole 8-byte stores where the
 // offset is word-aligned (fills always are: they are page-aligned).
@@ -104,11 +82,6 @@ class ContentBacking final : public cache::Backing {
   unsigned file_;
   std::uint64_t size_;
 };
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  state += 0x9e3779b97f4a7c15ULL;
-  return mix(state);
-}
 
 // File i is file_pages pages long, less a few bytes for i > 0: partial last
 // pages and reads that end at EOF are checked too.

@@ -29,6 +29,7 @@
 #include "cache/cache_stats.h"
 #include "fs/control.h"
 #include "tools/ctl.h"
+#include "tools/splitmix.h"
 
 extern char** environ;
 
@@ -36,38 +37,14 @@ namespace norefs::tools {
 
 namespace {
 
+using splitmix64::mix;
+using splitmix64::splitmix;
+using splitmix64::unmix;
+
 constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kMagic = 0xb7;  // top 8 bits of every key
-constexpr std::uint64_t kM1 = 0xbf58476d1ce4e5b9ULL, kM2 = 0x94d049bb133111ebULL;
-constexpr unsigned kLog = 4096;  // changes kept per file for the readers
+constexpr unsigned kLog = 4096;         // changes kept per file for the readers
 constexpr std::int32_t kHole = -1;
-
-constexpr std::uint64_t inverse(std::uint64_t a) {
-  std::uint64_t x = a;
-  for (int i = 0; i < 5; i++) x *= 2 - a * x;
-  return x;
-}
-constexpr std::uint64_t kM1inv = inverse(kM1), kM2inv = inverse(kM2);
-
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * kM1;
-  z = (z ^ (z >> 27)) * kM2;
-  return z ^ (z >> 31);
-}
-std::uint64_t unxorshift(std::uint64_t y, unsigned s) {
-  std::uint64_t x = y;
-  for (unsigned i = 0; i * s < 64; i++) x = y ^ (x >> s);
-  return x;
-}
-std::uint64_t unmix(std::uint64_t z) {
-  z = unxorshift(z, 31) * kM2inv;
-  z = unxorshift(z, 27) * kM1inv;
-  return unxorshift(z, 30);
-}
-std::uint64_t splitmix(std::uint64_t& state) {
-  state += 0x9e3779b97f4a7c15ULL;
-  return mix(state);
-}
 
 std::uint8_t content_byte(unsigned file, unsigned version, std::uint64_t off) {
   std::uint64_t word = mount_race_word(file, version, off >> 3);

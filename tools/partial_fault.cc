@@ -22,23 +22,19 @@
 #include "cache/cache_stats.h"
 #include "tools/ctl.h"
 #include "tools/evict_race.h"
+#include "tools/splitmix.h"
 
 namespace norefs::tools {
 
 namespace {
+
+using splitmix64::splitmix;
 
 constexpr std::size_t kPage = 4096;
 constexpr unsigned char kSentinel = 0x5a;
 
 [[noreturn]] void throw_errno(const std::string& what) {
   throw std::system_error(errno, std::generic_category(), what);
-}
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 std::uint64_t file_size(const PartialFaultParams& p, unsigned i) {
