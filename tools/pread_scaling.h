@@ -18,8 +18,14 @@
 // A run interleaves everything: for each round, for each (size, variant,
 // threads), every path in turn, each with its own cache (the refcount
 // discipline differs), so that machine drift hits all paths alike.  Rows
-// report the median over rounds, the min-max, and the median of the ratio
-// to `ref` measured in the same round.
+// report the median over rounds, the min-max, and the medians of the ratios
+// to `ref` and to `floor` measured in the same round.
+//
+// The floor is not a read path: the same harness, threads, handles and
+// buffers, but each "read" copies `size` bytes from a fixed page-aligned
+// source (page by page, as every path copies) with no cache, no lookup and
+// no read-side section.  It is the limit any read path can reach here; what
+// a path adds to it is the path's own cost.
 #pragma once
 
 #include <array>
@@ -44,9 +50,14 @@ std::optional<PreadVariant> parse_pread_variant(std::string_view s);
 enum class PreadBacking { file, memory };  // a temp file (FdBacking) / a buffer
 std::string_view pread_backing_name(PreadBacking b);
 
+// What one row measures: the floor, or one of the cache's read paths.
+enum class PreadPath { floor, noref, ref, ref_fetchadd, stackcopy };
+std::string_view pread_path_name(PreadPath p);  // "floor", or the cache's name
+std::optional<PreadPath> parse_pread_path(std::string_view s);
+
 struct PreadScalingParams {
-  std::vector<cache::ReadPath> paths{cache::ReadPath::noref, cache::ReadPath::ref,
-                                     cache::ReadPath::ref_fetchadd, cache::ReadPath::stackcopy};
+  std::vector<PreadPath> paths{PreadPath::floor, PreadPath::noref, PreadPath::ref,
+                               PreadPath::ref_fetchadd, PreadPath::stackcopy};
   std::vector<std::size_t> sizes{1, 16, 32, 256, 1024, 4096, 65536, 1048576};
   std::vector<PreadVariant> variants{PreadVariant::shared, PreadVariant::private_};
   std::vector<unsigned> threads{1, 2, 4};
@@ -84,7 +95,7 @@ struct PreadRow {
   std::size_t size = 0;
   PreadVariant variant = PreadVariant::shared;
   unsigned threads = 0;
-  cache::ReadPath path = cache::ReadPath::noref;
+  PreadPath path = PreadPath::noref;
   std::vector<PreadMeasurement> rounds;
   double reads_per_sec = 0, reads_per_sec_min = 0, reads_per_sec_max = 0;  // median, min, max
   double ns_per_read = 0;                                                  // median
@@ -92,6 +103,12 @@ struct PreadRow {
   // Median (min, max) over rounds of reads/s / ref's reads/s in the same
   // round; NaN if ref was not measured.
   double ratio_to_ref = 0, ratio_to_ref_min = 0, ratio_to_ref_max = 0;
+  // The same for floor's reads/s / this row's (how many times the floor's
+  // time a read takes: 1.0 = at the floor); and the median over rounds of
+  // this row's ns/read minus the floor's in the same round (what the path
+  // adds to the floor).  NaN if floor was not measured.
+  double times_floor = 0, times_floor_min = 0, times_floor_max = 0;
+  double ns_over_floor = 0;
   // Fast-path stops per million reads, by reason, over all rounds.
   std::array<double, cache::kStops> stops_per_mread{};
   double fast_read_fraction = 0;  // fast_reads / cache_reads, over all rounds
@@ -100,7 +117,7 @@ struct PreadRow {
 
 // One of the targets, evaluated from measured medians.
 struct PreadTarget {
-  std::string id;           // "a", "b", "c", "d"
+  std::string id;           // "a" ... "f"
   std::string description;  // what is compared, and the threshold
   bool measured = false;    // false: the rows it needs were not measured
   bool met = false;
@@ -126,7 +143,7 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p,
 
 // One measurement with a fresh cache (what run_pread_scaling() repeats).
 PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
-                               unsigned threads, cache::ReadPath path);
+                               unsigned threads, PreadPath path);
 
 // Aggregates measurements per row (rounds: one vector per row in the order of
 // `rows`, filled in) and computes ratios; then the targets.

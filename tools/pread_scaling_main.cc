@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
-// norefs_pread_scaling — in-process pread scaling of the four read paths,
-// will-it-scale style (tools/pread_scaling.h): N threads each reading
+// norefs_pread_scaling — in-process pread scaling of the four read paths
+// against the floor (a copy with no cache), will-it-scale style (tools/pread_scaling.h): N threads each reading
 // `size` bytes at offset 0 of one shared file (pread2) or of their own
 // (pread1), every path interleaved in each round.  Prints the effective
 // configuration, a table of medians over rounds, the targets, and
@@ -38,16 +38,16 @@ bool write_file(const std::string& path, const std::string& text) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "norefs_pread_scaling: reads/s of noref, ref, ref-fetchadd and stackcopy, N threads "
-      "reading the same bytes, will-it-scale style"};
+      "norefs_pread_scaling: reads/s of noref, ref, ref-fetchadd and stackcopy against the "
+      "floor, N threads reading the same bytes, will-it-scale style"};
   PreadScalingParams p;
-  std::vector<std::string> paths{"noref", "ref", "ref-fetchadd", "stackcopy"};
+  std::vector<std::string> paths{"floor", "noref", "ref", "ref-fetchadd", "stackcopy"};
   std::vector<std::string> variants{"shared", "private"};
   std::string defer = "on", pin = "on", backing = "file";
   std::string csv_path, json_path;
-  app.add_option("--paths", paths, "read paths")
+  app.add_option("--paths", paths, "read paths, and floor (a copy with no cache: the limit)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"noref", "ref", "ref-fetchadd", "stackcopy"}));
+      ->check(CLI::IsMember({"floor", "noref", "ref", "ref-fetchadd", "stackcopy"}));
   app.add_option("--sizes", p.sizes, "read sizes in bytes (file: max(size, 4096) bytes)")
       ->delimiter(',')
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   p.paths.clear();
-  for (const auto& s : paths) p.paths.push_back(*norefs::cache::parse_read_path(s));
+  for (const auto& s : paths) p.paths.push_back(*norefs::tools::parse_pread_path(s));
   p.variants.clear();
   for (const auto& s : variants) p.variants.push_back(*norefs::tools::parse_pread_variant(s));
   p.defer = defer == "on";
