@@ -58,13 +58,14 @@ refused() {
 }
 samples_header=t_ms,variant,mode,N,gp_interval_us,round,phase,pages_waiting,pages_cached,rss_kib
 # Two variants, two gp intervals, two rounds, N = 1 and 4, every mode: a
-# sawtooth of waiting pages for 0.2 s of load, then 0.1 s of settle.
+# sawtooth of waiting pages for 0.2 s of load, then 0.1 s of settle in round
+# 0 and 0.2 s in round 1 (the title names the end of the samples drawn).
 awk -v h="$samples_header" 'BEGIN {
   print h
   split("off defer expedite bound", modes, " ")
   for (r = 0; r < 2; r++) for (v = 0; v < 2; v++) for (g = 0; g < 2; g++)
   for (n = 1; n <= 4; n *= 4) for (m = 1; m <= 4; m++)
-    for (t = 2; t <= 300; t += 2) {
+    for (t = 2; t <= 300 + 100 * r; t += 2) {
       w = modes[m] == "off" || t > 200 ? 0 : (t % (20 * m)) * 50 * n / m
       printf "%.3f,%s,%s,%d,%d,%d,%s,%d,%d,%d\n", t, (v ? "truncate" : "punch"), modes[m], n,
              (g ? 20000 : 1000), r, (t > 200 ? "settle" : "load"), w, 1000 * n, 8000 + 4 * w
@@ -94,6 +95,9 @@ grep -q "drawn: round 0" "$tmp/err" || fail "no note of the round drawn: $(cat "
 grep -q "expedite" "$tmp/p/punch_wait_time.svg" || fail "no legend in the SVG"
 grep -q "round 0 (rounds 0-1 in the CSV)" "$tmp/p/punch_wait_time.svg" ||
   fail "the round drawn is not in the title"
+# Round 0's samples end at 0.3 s, every one 0 after the load (0.2 s).
+grep -q "every sample after 0.20 s (up to 0.30 s) is 0" "$tmp/p/punch_wait_time.svg" ||
+  fail "not round 0's samples, or the time axis not cut after the last sample above 0"
 # The real per-cell table of docs/punch-wait.md section 5 (four rounds).
 out=$("$plot" punch "$tmp/samples.csv" "$tmp/r" \
   --summary "$root/docs/punch-wait-data/ratios.csv" 2>/dev/null)
