@@ -183,7 +183,9 @@ TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
     EXPECT_TRUE(row["stops_per_mread"].contains("accessed"));
   }
   ASSERT_EQ(j["targets"].size(), r.targets.size());
-  for (const auto& t : j["targets"]) EXPECT_TRUE(t["met"].is_boolean());
+  for (const auto& t : j["targets"]) {
+    EXPECT_EQ(t["met"].is_boolean(), t["measured"].get<bool>()) << t["id"];
+  }
 }
 
 TEST(PreadScaling, WithoutRefRatiosAndTargetsAreAbsentNotInvented) {
