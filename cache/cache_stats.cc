@@ -68,10 +68,9 @@ struct ThreadSlots {
     CacheSlot* slot;
   };
   std::vector<Entry> entries;
-  std::uint64_t last_id = 0;
-  CacheSlot* last_slot = nullptr;
 
   ~ThreadSlots() {
+    detail::last_slot = {};  // the slots go back below
     for (auto& e : entries) {
       std::lock_guard lk(e.registry->mu);
       if (e.registry->alive) e.registry->free.push_back(e.index);
@@ -81,6 +80,8 @@ struct ThreadSlots {
 thread_local ThreadSlots tls_slots;
 
 }  // namespace
+
+constinit thread_local detail::LastSlot detail::last_slot;
 
 CacheStats::CacheStats(const std::string& path, std::size_t max_slots)
     : registry_(std::make_shared<Registry>(max_slots)), id_(next_id.fetch_add(1)) {
@@ -108,13 +109,11 @@ CacheStats::~CacheStats() {
   registry_->alive = false;
 }
 
-CacheSlot& CacheStats::slot() {
+CacheSlot& CacheStats::slot_slow() {
   ThreadSlots& t = tls_slots;
-  if (t.last_id == id_) return *t.last_slot;
   for (auto& e : t.entries) {
     if (e.id == id_) {
-      t.last_id = id_;
-      t.last_slot = e.slot;
+      detail::last_slot = {id_, e.slot};
       return *e.slot;
     }
   }
@@ -139,8 +138,7 @@ CacheSlot& CacheStats::slot() {
     return !e.registry->alive;
   });
   t.entries.push_back({id_, registry_, index, &slots_[index]});
-  t.last_id = id_;
-  t.last_slot = &slots_[index];
+  detail::last_slot = {id_, &slots_[index]};
   return slots_[index];
 }
 

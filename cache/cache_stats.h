@@ -130,12 +130,15 @@ class CacheStats {
   const std::string& path() const { return path_; }
 
   // This thread's slot.  First call per thread: takes a free slot (aborts
-  // with a message past max_slots).
+  // with a message past max_slots).  Inline: every read takes it, and the
+  // common case is one compare with this thread's last cache.
   CacheSlot& slot();
 
   struct Registry;
 
  private:
+  CacheSlot& slot_slow();
+
   std::unique_ptr<alloc::SharedMapping> map_;
   std::string path_;
   std::size_t bytes_;
@@ -144,6 +147,25 @@ class CacheStats {
   std::shared_ptr<Registry> registry_;
   std::uint64_t id_;
 };
+
+namespace detail {
+// The cache this thread used last and its slot there: slot()'s fast path.
+// Trivial and constinit, so that reading it is a plain thread-local load
+// (no initialisation guard, no wrapper call).  Only its thread touches it.
+// Cache ids start at 1: {0, nullptr} matches no cache.
+struct LastSlot {
+  std::uint64_t id = 0;
+  CacheSlot* slot = nullptr;
+};
+extern constinit thread_local LastSlot last_slot;
+}  // namespace detail
+
+inline CacheSlot& CacheStats::slot() {
+  const detail::LastSlot& last = detail::last_slot;
+  if (last.id == id_) [[likely]]
+    return *last.slot;
+  return slot_slow();
+}
 
 // Relaxed single-writer update: see the block comment.
 inline void bump(CacheSlot& s, Ctr c, std::uint64_t n = 1) {

@@ -7,27 +7,6 @@
 
 namespace norefs::cache {
 
-struct PageIndex::Node {
-  explicit Node(unsigned s) : shift(s) {}
-  rcu::Head rcu{};  // first: retire() hands the node to rcu::call()
-  const unsigned shift;
-  unsigned count = 0;  // non-null slots; guarded by the owner's lock
-  std::atomic<void*> slots[kSlots] = {};
-};
-
-namespace {
-
-unsigned slot_of(std::uint64_t index, unsigned shift) {
-  return static_cast<unsigned>(index >> shift) & (PageIndex::kSlots - 1);
-}
-
-// Largest index a tree with this root shift covers.
-std::uint64_t max_index(unsigned shift) {
-  unsigned bits = shift + PageIndex::kBits;
-  return bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
-}
-
-}  // namespace
 
 PageIndex::~PageIndex() { free_tree(root_.load(std::memory_order_relaxed)); }
 
@@ -37,17 +16,6 @@ void PageIndex::free_tree(Node* n) {
     for (auto& s : n->slots) free_tree(static_cast<Node*>(s.load(std::memory_order_relaxed)));
   }
   delete n;
-}
-
-Page* PageIndex::lookup(std::uint64_t index) const {
-  const Node* n = root();
-  if (!n || index > max_index(n->shift)) return nullptr;
-  for (;;) {
-    // Acquire pairs with the release store that linked the child or page.
-    void* e = n->slots[slot_of(index, n->shift)].load(std::memory_order_acquire);
-    if (n->shift == 0 || !e) return static_cast<Page*>(e);
-    n = static_cast<const Node*>(e);
-  }
 }
 
 bool PageIndex::insert(std::uint64_t index, Page* page) {

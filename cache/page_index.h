@@ -55,6 +55,7 @@ class PageIndex {
   PageIndex& operator=(const PageIndex&) = delete;
 
   // Lockless.  Context: rcu::read_lock() held (or the owner's lock).
+  // Inline: every read looks up every page it copies.
   Page* lookup(std::uint64_t index) const;
 
   // Context: owner's lock held.  Stores `page` at `index`, which must be
@@ -76,7 +77,21 @@ class PageIndex {
   std::uint64_t size() const { return pages_; }
 
  private:
-  struct Node;
+  struct Node {
+    explicit Node(unsigned s) : shift(s) {}
+    rcu::Head rcu{};  // first: retire() hands the node to rcu::call()
+    const unsigned shift;
+    unsigned count = 0;  // non-null slots; guarded by the owner's lock
+    std::atomic<void*> slots[kSlots] = {};
+  };
+  static unsigned slot_of(std::uint64_t index, unsigned shift) {
+    return static_cast<unsigned>(index >> shift) & (kSlots - 1);
+  }
+  // Largest index a tree with this root shift covers.
+  static std::uint64_t max_index(unsigned shift) {
+    unsigned bits = shift + kBits;
+    return bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+  }
   Node* root() const { return root_.load(std::memory_order_acquire); }
   static void free_tree(Node* n);
   void retire(Node* n);
@@ -86,5 +101,16 @@ class PageIndex {
   std::atomic<Node*> root_{nullptr};
   std::uint64_t pages_ = 0;  // guarded by the owner's lock
 };
+
+inline Page* PageIndex::lookup(std::uint64_t index) const {
+  const Node* n = root();
+  if (!n || index > max_index(n->shift)) return nullptr;
+  for (;;) {
+    // Acquire pairs with the release store that linked the child or page.
+    void* e = n->slots[slot_of(index, n->shift)].load(std::memory_order_acquire);
+    if (n->shift == 0 || !e) return static_cast<Page*>(e);
+    n = static_cast<const Node*>(e);
+  }
+}
 
 }  // namespace norefs::cache

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "alloc/rcu.h"
+#include "cache/copy.h"
 #include "cache/page_cache.h"
 #include "cache/sync_point.h"
 
@@ -29,7 +30,7 @@ namespace {
 struct BufferSink {
   std::byte* dst;
   void put(const std::byte* src, std::size_t n) {
-    std::memcpy(dst, src, n);
+    copy_bytes(dst, src, n);
     dst += n;
   }
 };
@@ -77,9 +78,10 @@ std::optional<ReadPath> parse_read_path(std::string_view s) {
 }
 
 // The noref fast path.  Context: rcu::read_lock() held by the caller.
-// Writes nothing shared: `st` is this thread's slot.
+// Writes nothing shared: `st` is this thread's slot.  Inlined into each
+// caller: a small read spends a good part of its time in the call itself.
 template <class Sink>
-PageCache::FastResult PageCache::fast_locked(FileHandle& h, std::uint64_t pos, std::size_t len,
+[[gnu::always_inline]] inline PageCache::FastResult PageCache::fast_locked(FileHandle& h, std::uint64_t pos, std::size_t len,
                                              Sink& sink, const ReadOptions& opt, CacheSlot& st) {
   CachedFile& f = h.file();
   FastResult r;
@@ -167,7 +169,7 @@ PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos
     }
     n = std::min({len, kPageSize - off, static_cast<std::size_t>(end - pos)});
     sync_point::hit("read:stackcopy:before_copy");
-    std::memcpy(buf, p->data + off, n);
+    copy_bytes(buf, p->data + off, n);
     // Acquire fence: the loads below are ordered after the copy's loads
     // (read_seqcount_retry's smp_rmb).
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -178,7 +180,7 @@ PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos
       return r;
     }
   }
-  std::memcpy(dst, buf, n);
+  copy_bytes(dst, buf, n);
   bump(st, Ctr::fast_pages);
   r.n = n;
   r.complete = n == len || pos + n >= isize0;
@@ -280,7 +282,7 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
       std::size_t off = pos & (kPageSize - 1);
       n = static_cast<ssize_t>(
           std::min({len, kPageSize - off, static_cast<std::size_t>(end - pos)}));
-      std::memcpy(dst, p->data + off, static_cast<std::size_t>(n));
+      copy_bytes(dst, p->data + off, static_cast<std::size_t>(n));
     }
     // filemap_end_dropbehind_read(): a drop-behind page leaves once read.
     bool drop = pg::load(*p) & pg::kDropBehind;
@@ -407,7 +409,7 @@ ssize_t PageCache::read_iov(FileHandle& h, std::uint64_t pos, std::size_t len, s
       // section still holds the pages, and the loop continues from there.
       std::byte* d = buf;
       for (int i = 0; i < sink.cnt; i++) {
-        std::memcpy(d, iov[i].iov_base, iov[i].iov_len);
+        copy_bytes(d, static_cast<const std::byte*>(iov[i].iov_base), iov[i].iov_len);
         d += iov[i].iov_len;
       }
     }

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "cache/backing.h"
+#include "cache/copy.h"
 
 namespace norefs::tools {
 
@@ -67,7 +68,7 @@ AlignedBuffer aligned_buffer(std::size_t n, std::size_t align = kLine) {
 std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131 + 7) & 0xff); }
 
 // The floor's "read": `len` bytes from `src` (the file's bytes, page-aligned)
-// at `pos`, copied page by page as every read path copies, with the call
+// at `pos`, copied page by page with the read paths' copy_bytes(), with the call
 // shape of PageCache::read (a call the compiler cannot see into, a length
 // returned and compared).  No cache, no lookup, no section, no counter.
 [[gnu::noinline]] ssize_t floor_read(const std::byte* src, std::uint64_t size, std::uint64_t pos,
@@ -78,7 +79,7 @@ std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131
   while (done < len) {
     std::size_t off = (pos + done) & (cache::kPageSize - 1);
     std::size_t n = std::min(len - done, cache::kPageSize - off);
-    std::memcpy(dst + done, src + pos + done, n);
+    cache::copy_bytes(dst + done, src + pos + done, n);
     done += n;
   }
   return static_cast<ssize_t>(done);
