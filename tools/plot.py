@@ -40,7 +40,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-PATH_ORDER = ["noref", "stackcopy", "ref-fetchadd", "ref"]
+# "floor" (a copy with no cache: the limit of every path) is drawn grey and dashed.
+PATH_ORDER = ["floor", "noref", "stackcopy", "ref-fetchadd", "ref"]
 # punch: modes in the tool's order, one colour each in every panel and figure.
 MODE_ORDER = ["off", "defer", "expedite", "bound", "given"]
 MODE_COLOR = {"off": "tab:gray", "defer": "tab:red", "expedite": "tab:blue",
@@ -157,7 +158,8 @@ def plot_pread(args):
             y = [p[1] / 1e6 for p in pts]
             lo = [max(0.0, (p[1] - p[2]) / 1e6) for p in pts]
             hi = [max(0.0, (p[3] - p[1]) / 1e6) for p in pts]
-            ax.errorbar(t, y, yerr=[lo, hi], marker="o", capsize=3, label=path)
+            style = dict(color="grey", linestyle="--") if path == "floor" else {}
+            ax.errorbar(t, y, yerr=[lo, hi], marker="o", capsize=3, label=path, **style)
         ax.set_title(f"{human_size(size)} reads, {variant} "
                      f"{'page' if variant == 'shared' else 'pages'}")
         ax.set_xlabel("threads")
