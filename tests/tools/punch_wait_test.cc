@@ -6,6 +6,9 @@
 // cached + waiting above B in any sample, that the counters are consistent
 // (peaks >= means, samples taken, the ratio against defer=off computed),
 // and that the CSV, JSON and per-sample series describe the same cells.
+#include <unistd.h>
+
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,6 +111,49 @@ TEST(PunchWaitTest, SettleSamplesFollowTheLoad) {
   EXPECT_GT(cells[0].end_rss_kib, 0u);
   // At most the two files' pages (a loader may stop mid-fill).
   EXPECT_LE(cells[0].end_live_pages, 2 * p.file_bytes / 4096);
+}
+
+// The mount target: the tool starts the daemon for each cell, loads files
+// through real FUSE requests (pwrite, fallocate punch), samples the
+// daemon's counter blocks, and unmounts in every case.  The bound holds
+// through the mount as in-process.
+TEST(PunchWaitTest, MountTargetBoundHoldsAndNothingStaysMounted) {
+#ifndef NOREFS_DAEMON
+  GTEST_SKIP() << "the daemon was not built";
+#else
+  if (geteuid() != 0 || access("/dev/fuse", R_OK | W_OK) != 0) {
+    GTEST_SKIP() << "needs root and /dev/fuse to mount";
+  }
+  Params p = short_params();
+  p.target = Target::mount;
+  p.daemon = NOREFS_DAEMON;
+  p.variants = {Variant::punch};
+  p.modes = {Mode::off, Mode::bound};
+  std::vector<Cell> cells = run(p);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const Cell& c : cells) {
+    SCOPED_TRACE(std::string(mode_name(c.mode)));
+    EXPECT_GT(c.bytes, 0u);
+    EXPECT_GT(c.samples, 0u);
+    EXPECT_GT(c.write_alloc, 0u) << "the daemon's writes must have populated its cache";
+    EXPECT_GT(c.peak_rss_kib, 0u) << "the daemon's RSS was sampled";
+    if (c.mode == Mode::off) {
+      EXPECT_EQ(c.grace_periods, 0u);
+      EXPECT_EQ(c.peak_waiting, 0u);
+    } else {
+      EXPECT_EQ(c.bound_pages, p.bound_bytes / 4096);
+      EXPECT_EQ(c.samples_over_bound, 0u) << "peak cached+waiting " << c.peak_total;
+      EXPECT_LE(c.peak_total, c.bound_pages);
+    }
+  }
+  // No mount of the tool's is left under the work directory.
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    EXPECT_EQ(line.find(" " + p.work_dir + "/norefs_punch_wait."), std::string::npos)
+        << "left mounted: " << line;
+  }
+#endif
 }
 
 TEST(PunchWaitTest, BadInputIsRejected) {
