@@ -44,6 +44,9 @@ constexpr const char* kOurHelp =
     "    -o dirty_decay_ms=N    freed page memory goes back to the kernel after about\n"
     "                           N ms; -1 never (default 1000; docs/punch-wait.md)\n"
     "    -o batch=N             fast-path pages per read-side section, 1..256 (31)\n"
+    "    -o write_fill=on|off   a write to part of an uncached page reads the rest from\n"
+    "                           the backing file and caches the page (default on);\n"
+    "                           off leaves such pages uncached\n"
     "    -o cache=on|off        off: plain passthrough, the baseline (default on)\n"
     "    -o kernel_cache        let the kernel page cache serve repeated reads too\n"
     "    -o readahead=SIZE      readahead window maximum, at most 4M (128K; 0 = off)\n"
@@ -84,6 +87,7 @@ enum Key {
   kDirtyDecay,
   kBatch,
   kCache,
+  kWriteFill,
   kKernelCache,
   kReadahead,
   kMaxThreads,
@@ -107,6 +111,7 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("dirty_decay_ms=", kDirtyDecay),
     FUSE_OPT_KEY("batch=", kBatch),
     FUSE_OPT_KEY("cache=", kCache),
+    FUSE_OPT_KEY("write_fill=", kWriteFill),
     FUSE_OPT_KEY("kernel_cache", kKernelCache),
     FUSE_OPT_KEY("readahead=", kReadahead),
     FUSE_OPT_KEY("max_threads=", kMaxThreads),
@@ -195,10 +200,14 @@ std::string apply(Options& o, int key, std::string_view arg) {
     }
     case kDefer:
     case kExpedite:
-    case kCache: {
+    case kCache:
+    case kWriteFill: {
       auto b = parse_on_off(v);
       if (!b) return bad("on or off");
-      (key == kDefer ? o.defer : key == kExpedite ? o.expedite : o.cache) = *b;
+      (key == kDefer       ? o.defer
+       : key == kExpedite  ? o.expedite
+       : key == kWriteFill ? o.write_fill
+                           : o.cache) = *b;
       return "";
     }
     case kExpeditePages: {
@@ -446,6 +455,7 @@ cache::PageCacheConfig Options::cache_config(long pid) const {
   c.pool.gp_interval_us = gp_interval_us;
   c.pool.dirty_decay_ms = dirty_decay_ms;
   c.batch = batch;
+  c.write_fill_partial = write_fill;
   c.limit_pages = limit_pages();
   c.readahead_max_pages = readahead_pages();
   c.stats_path = stats_dir + "/cache." + std::to_string(pid);

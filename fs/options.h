@@ -32,6 +32,7 @@ struct Options {
   long dirty_decay_ms = alloc::PagePoolConfig{}.dirty_decay_ms;
   unsigned batch = 31;
   bool cache = true;          // cache=off: plain passthrough
+  bool write_fill = true;     // PageCacheConfig::write_fill_partial
   bool kernel_cache = false;  // keep_cache instead of direct_io
   std::size_t readahead_bytes = 128 << 10;
   unsigned max_threads = 0;  // 0: the default (default_max_threads())

@@ -400,6 +400,7 @@ class Daemon {
                        ",gp_interval_us=" + std::to_string(c.gp_interval_us) +
                        ",cache_size=" + std::to_string(c.mode == Mode::bound ? p.bound_bytes : 0);
     if (p.dirty_decay_ms >= -1) opts += ",dirty_decay_ms=" + std::to_string(p.dirty_decay_ms);
+    if (!p.write_fill_partial) opts += ",write_fill=off";
     std::vector<std::string> argv{p.daemon, "-f", "-o", opts, backing, mnt_};
     cmd_.clear();
     for (const auto& a : argv) cmd_ += a + " ";

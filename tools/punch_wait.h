@@ -60,7 +60,7 @@ struct Params {
   std::uint64_t bound_bytes = 128ull << 20;  // B of the bound mode
   std::size_t expedite_pages = 1024;
   long dirty_decay_ms = -3;        // -3: the pool's default; else PagePoolConfig's
-  bool write_fill_partial = true;  // PageCacheConfig::write_fill_partial (in-process)
+  bool write_fill_partial = true;  // PageCacheConfig::write_fill_partial; -o write_fill
   double seconds = 1.0;            // load per cell
   double settle_seconds = 2.5;     // sampling after the load stops
   unsigned sample_us = 2000;

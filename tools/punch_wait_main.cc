@@ -92,7 +92,8 @@ int main(int argc, char** argv) {
                  "arena dirty_decay_ms (-1 never purge, -2 jemalloc's 10 s; default: the pool's)")
       ->check(CLI::Range(-2L, 3600000L));
   app.add_option("--fill-partial", fill_partial,
-                 "in-process: cache a write's partial pages by reading the backing file")
+                 "cache a write's partial pages by reading the backing file (the daemon's "
+                 "-o write_fill)")
       ->check(CLI::IsMember({"on", "off"}));
   app.add_option("-s,--seconds", p.seconds, "load per cell")->check(CLI::Range(0.01, 3600.0));
   app.add_option("--settle-seconds", p.settle_seconds, "sampling after the load (0: none)")
