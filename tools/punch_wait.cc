@@ -115,8 +115,13 @@ class Sampler {
     for (;;) {
       next += std::uint64_t{p_.sample_us} * 1000;
       sleep_until_ns(next);
-      std::uint64_t cached = probe_.cache->sum().pages_cached;
+      // Waiting first, then cached: a page leaves the cached count before it
+      // joins the waiting one (page_cache.cc: lru_del, then free_removed),
+      // so in this order a page that moves meanwhile is counted at most
+      // once.  The other order counts it twice and reports a sum over B
+      // that never happened (seen: 276 of 256 pages under truncate).
       std::uint64_t waiting = probe_.alloc->waiting();
+      std::uint64_t cached = probe_.cache->sum().pages_cached;
       std::uint64_t r = rss();
       double t_ms = static_cast<double>(now_ns() - t0) / 1e6;
       if (p_.samples_csv) {
