@@ -12,6 +12,8 @@ Layers (tools -> fs -> cache -> alloc; nothing includes upwards):
   fs/     includes alloc/, cache/ and fs/
   tools/  includes alloc/, cache/, tools/, and from fs/ only fs/control.h
           (the ioctl ABI: tools reach the daemon only through a mount)
+Project includes are written from the project root ("alloc/page.h"), never
+with "..".
 The tests are held to what their binary links by the compiler instead
 (each library exports only its own include root, see alloc/CMakeLists.txt).
 
@@ -79,6 +81,9 @@ def check_file(root, path):
                 for pattern, lib, allowed, rule in THIRD_PARTY:
                     if pattern.match(header) and not allowed(rel):
                         errors.append(f"{where}: #include <{header}>: {rule}")
+            if m.group(1) == '"' and ".." in header.split("/"):
+                errors.append(f'{where}: #include "{header}": write project includes from '
+                              f'the project root ("alloc/page.h"), without ..')
             first = header.split("/")[0]
             if top in MAY_INCLUDE and "/" in header and first in PRODUCT:
                 if first not in MAY_INCLUDE[top] and (top, header) not in EXCEPTIONS:
