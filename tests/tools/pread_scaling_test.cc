@@ -64,7 +64,7 @@ PreadScalingParams tiny() {
   return p;
 }
 
-TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
+TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
   PreadScalingParams p = tiny();
   std::vector<std::pair<std::string, bool>> progress;
   PreadScalingResult r = run_pread_scaling(
@@ -172,7 +172,7 @@ TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
   for (const auto& t : j["targets"]) EXPECT_TRUE(t["met"].is_boolean());
 }
 
-TEST(PreadScaling, WithoutRefRatiosAndTargetsAreAbsentNotInvented) {
+TEST(PreadScalingStress, WithoutRefRatiosAndTargetsAreAbsentNotInvented) {
   PreadScalingParams p = tiny();
   p.sizes = {16};
   p.threads = {1};

@@ -29,7 +29,7 @@ Params short_params() {
   return p;
 }
 
-TEST(PunchWaitTest, BoundNeverExceededAndCountersConsistent) {
+TEST(PunchWaitStress, BoundNeverExceededAndCountersConsistent) {
   Params p = short_params();
   p.variants = {Variant::punch, Variant::truncate, Variant::evict};
   p.modes = {Mode::off, Mode::bound};
@@ -95,7 +95,7 @@ TEST(PunchWaitTest, BoundNeverExceededAndCountersConsistent) {
 
 // After the load the pages come back: with the files punched, the settle
 // samples see the live pages fall to (nearly) none.
-TEST(PunchWaitTest, SettleSamplesFollowTheLoad) {
+TEST(PunchWaitStress, SettleSamplesFollowTheLoad) {
   Params p = short_params();
   p.variants = {Variant::punch};
   p.modes = {Mode::expedite};
