@@ -5,17 +5,18 @@
 
 #include "alloc/die.h"
 
-#include <cstring>
 #include <string>
+#include <system_error>
 
 namespace norefs::alloc {
 namespace {
 
 // A mallctl that cannot fail unless jemalloc or this code is broken.
-#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                                   \
-  do {                                                                                      \
-    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));                        \
-    NOREFS_CHECK(err_ == 0, std::string("mallctl ") + (name) + ": " + std::strerror(err_)); \
+#define NOREFS_MALLCTL(name, oldp, oldlenp, newp, newlen)                                          \
+  do {                                                                                             \
+    int err_ = mallctl((name), (oldp), (oldlenp), (newp), (newlen));                               \
+    NOREFS_CHECK(err_ == 0,                                                                        \
+                 std::string("mallctl ") + (name) + ": " + std::generic_category().message(err_)); \
   } while (0)
 
 }  // namespace

@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -35,7 +34,7 @@ int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why) {
       *why = "is a symbolic link (refused: it could point anywhere)";
       err = ELOOP;
     } else {
-      *why = std::strerror(err);
+      *why = std::generic_category().message(err);
     }
     errno = err;
     return -1;
@@ -43,7 +42,7 @@ int open_trusted_dir(const std::string& dir, DirTrust trust, std::string* why) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     int err = errno;
-    *why = std::strerror(err);
+    *why = std::generic_category().message(err);
     close(fd);
     errno = err;
     return -1;

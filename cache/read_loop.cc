@@ -19,8 +19,8 @@ namespace norefs::cache {
 namespace rcu = alloc::rcu;
 
 struct PageCache::FastResult {
-  std::size_t n = 0;     // bytes copied
-  bool complete = false; // the request is done (all bytes, or EOF)
+  std::size_t n = 0;      // bytes copied
+  bool complete = false;  // the request is done (all bytes, or EOF)
   Stop stop = Stop::kCount;
 };
 
@@ -38,9 +38,7 @@ struct BufferSink {
 struct IovSink {
   iovec* iov;
   int cnt = 0;
-  void put(const std::byte* src, std::size_t n) {
-    iov[cnt++] = {const_cast<std::byte*>(src), n};
-  }
+  void put(const std::byte* src, std::size_t n) { iov[cnt++] = {const_cast<std::byte*>(src), n}; }
 };
 
 bool interrupted(const ReadOptions& opt) {
@@ -62,10 +60,14 @@ Stop page_stop(std::uint64_t s) {
 
 std::string_view read_path_name(ReadPath p) {
   switch (p) {
-    case ReadPath::noref: return "noref";
-    case ReadPath::ref: return "ref";
-    case ReadPath::ref_fetchadd: return "ref-fetchadd";
-    case ReadPath::stackcopy: return "stackcopy";
+    case ReadPath::noref:
+      return "noref";
+    case ReadPath::ref:
+      return "ref";
+    case ReadPath::ref_fetchadd:
+      return "ref-fetchadd";
+    case ReadPath::stackcopy:
+      return "stackcopy";
   }
   return "?";
 }
@@ -81,8 +83,9 @@ std::optional<ReadPath> parse_read_path(std::string_view s) {
 // Writes nothing shared: `st` is this thread's slot.  Inlined into each
 // caller: a small read spends a good part of its time in the call itself.
 template <class Sink>
-[[gnu::always_inline]] inline PageCache::FastResult PageCache::fast_locked(FileHandle& h, std::uint64_t pos, std::size_t len,
-                                             Sink& sink, const ReadOptions& opt, CacheSlot& st) {
+[[gnu::always_inline]] inline PageCache::FastResult PageCache::fast_locked(
+    FileHandle& h, std::uint64_t pos, std::size_t len, Sink& sink, const ReadOptions& opt,
+    CacheSlot& st) {
   CachedFile& f = h.file();
   FastResult r;
   const std::uint64_t isize0 = f.size();
@@ -135,9 +138,9 @@ template <class Sink>
 // that is a read of memory another thread may be writing, which the re-check
 // then rejects (the seqlock pattern); the fence orders the copy before the
 // re-check's loads.
-PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos,
-                                                std::size_t len, std::byte* dst,
-                                                const ReadOptions& opt, CacheSlot& st) {
+PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos, std::size_t len,
+                                                std::byte* dst, const ReadOptions& opt,
+                                                CacheSlot& st) {
   CachedFile& f = h.file();
   FastResult r;
   const std::uint64_t isize0 = f.size();
@@ -223,12 +226,12 @@ bool PageCache::wait_uptodate(CachedFile& f, Page* p, const ReadOptions& opt) {
   return pg::is_uptodate(*p);
 }
 
-ssize_t PageCache::read_uncached(CachedFile& f, std::uint64_t pos, std::size_t len,
-                                 std::byte* dst, CacheSlot& st) {
+ssize_t PageCache::read_uncached(CachedFile& f, std::uint64_t pos, std::size_t len, std::byte* dst,
+                                 CacheSlot& st) {
   std::uint64_t isize = f.size();
   if (pos >= isize) return 0;
-  std::size_t n = std::min({len, kPageSize - (pos & (kPageSize - 1)),
-                            static_cast<std::size_t>(isize - pos)});
+  std::size_t n =
+      std::min({len, kPageSize - (pos & (kPageSize - 1)), static_cast<std::size_t>(isize - pos)});
   iovec v{dst, n};
   ssize_t r = f.backing_->read(&v, 1, pos);
   if (r < 0) {
@@ -304,8 +307,8 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
 // The loop.  `done` bytes of the request are already in buf; if `stopped`
 // is a reason (not kCount), the fast path has just stopped at pos + done.
 ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
-                             std::size_t done, Stop stopped,
-                             const ReadOptions& opt, CacheSlot& st) {
+                             std::size_t done, Stop stopped, const ReadOptions& opt,
+                             CacheSlot& st) {
   // The first page of a read is marked accessed only if the previous read
   // through this handle ended in another page (pos_same_folio() in
   // filemap_read()); the following pages always.  When the fast path
@@ -314,7 +317,8 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
   // would never saturate and the fast path would stop on it forever.
   const std::uint64_t prev = h.ra.prev_pos.load(std::memory_order_relaxed);
   const bool same_as_prev = prev > 0 && ((prev - 1) >> kPageShift) == (pos >> kPageShift);
-  const bool fast = config_.read_path == ReadPath::noref || config_.read_path == ReadPath::stackcopy;
+  const bool fast =
+      config_.read_path == ReadPath::noref || config_.read_path == ReadPath::stackcopy;
   bool by_reference = false;  // the reference path read part of this request
   int err = 0;
   while (done < len) {

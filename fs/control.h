@@ -32,10 +32,10 @@ struct norefs_evict {
 };
 
 struct norefs_prefetch {
-  uint64_t offset;      // in
-  uint64_t length;      // in; 0 = to the end of the file
-  uint64_t pages_read;  // out: pages read from the backing file
-  uint64_t nanoseconds; // out: time the prefetch took in the daemon
+  uint64_t offset;       // in
+  uint64_t length;       // in; 0 = to the end of the file
+  uint64_t pages_read;   // out: pages read from the backing file
+  uint64_t nanoseconds;  // out: time the prefetch took in the daemon
 };
 
 #define NOREFS_IOC_INFO _IOR(NOREFS_IOC_MAGIC, 1, struct norefs_info)

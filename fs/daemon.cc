@@ -8,9 +8,9 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 #include "fs/credentials.h"
@@ -63,12 +63,14 @@ class Background {
   Background() {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
-      std::fprintf(stderr, "norefs: cannot go to the background: pipe: %s\n", std::strerror(errno));
+      std::fprintf(stderr, "norefs: cannot go to the background: pipe: %s\n",
+                   std::generic_category().message(errno).c_str());
       return;
     }
     pid_t pid = fork();
     if (pid < 0) {
-      std::fprintf(stderr, "norefs: cannot go to the background: fork: %s\n", std::strerror(errno));
+      std::fprintf(stderr, "norefs: cannot go to the background: fork: %s\n",
+                   std::generic_category().message(errno).c_str());
       close(fds[0]);
       close(fds[1]);
       return;
@@ -133,7 +135,7 @@ int run(const ParseResult& pr) {
   struct stat root_st {};
   if (root_fd < 0 || fstat(root_fd, &root_st) != 0) {
     std::fprintf(stderr, "norefs: backing directory '%s': %s\n", o.backing_dir.c_str(),
-                 std::strerror(errno));
+                 std::generic_category().message(errno).c_str());
     if (root_fd >= 0) close(root_fd);
     return kExitUsage;
   }
@@ -209,7 +211,9 @@ int run(const ParseResult& pr) {
     // 0 after an unmount, the signal number after SIGINT/SIGTERM/SIGHUP:
     // both are a clean stop.
     status = r < 0 ? kExitFailure : kExitOk;
-    if (r < 0) std::fprintf(stderr, "norefs: session loop: %s\n", std::strerror(-r));
+    if (r < 0)
+      std::fprintf(stderr, "norefs: session loop: %s\n",
+                   std::generic_category().message(-r).c_str());
   }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);

@@ -22,6 +22,7 @@ inline Filesystem& fs_of(fuse_req_t req) {
 
 inline Inode& inode_of(fuse_req_t req, fuse_ino_t ino) {
   if (ino == FUSE_ROOT_ID) return fs_of(req).inodes().root();
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): libfuse hands our Inode* back as the ino
   return *reinterpret_cast<Inode*>(static_cast<std::uintptr_t>(ino));
 }
 
@@ -31,10 +32,12 @@ inline fuse_ino_t ino_of(Filesystem& fs, Inode* in) {
 }
 
 inline OpenFile* open_file_of(const fuse_file_info* fi) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): libfuse hands our OpenFile* back as fh
   return reinterpret_cast<OpenFile*>(static_cast<std::uintptr_t>(fi->fh));
 }
 
 inline DirHandle* dir_of(const fuse_file_info* fi) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): libfuse hands our DirHandle* back as fh
   return reinterpret_cast<DirHandle*>(static_cast<std::uintptr_t>(fi->fh));
 }
 

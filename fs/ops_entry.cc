@@ -48,6 +48,7 @@ namespace {
 // drops its CachedFile.
 void forget_one(Filesystem& fs, fuse_ino_t ino, std::uint64_t n) noexcept {
   if (ino == FUSE_ROOT_ID) return;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): libfuse hands our Inode* back as the ino
   Inode* in = reinterpret_cast<Inode*>(static_cast<std::uintptr_t>(ino));
   std::unique_ptr<Inode> dead = fs.inodes().forget(in, n);
 }

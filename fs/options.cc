@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "alloc/shared_mapping.h"
@@ -374,17 +375,17 @@ bool validate_stats_dir(Options& o) {
   // Daemonizing changes to "/": a relative directory would move.
   if (o.stats_dir[0] != '/') {
     char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) return fail(std::strerror(errno));
+    if (!getcwd(cwd, sizeof cwd)) return fail(std::generic_category().message(errno));
     o.stats_dir = std::string(cwd) + "/" + o.stats_dir;
   }
-  if (int e = make_dirs(o.stats_dir, 0700)) return fail(std::strerror(e));
+  if (int e = make_dirs(o.stats_dir, 0700)) return fail(std::generic_category().message(e));
   std::string why;
   int fd = alloc::open_trusted_dir(o.stats_dir, alloc::DirTrust::private_to_euid, &why);
   if (fd < 0) return fail(why);
   const bool writable = faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) == 0;
   const int err = errno;
   close(fd);
-  if (!writable) return fail(std::strerror(err));
+  if (!writable) return fail(std::generic_category().message(err));
   return true;
 }
 
@@ -396,12 +397,12 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   char buf[PATH_MAX];
   struct stat st {};
   if (!realpath(pos[0].c_str(), buf) || stat(buf, &st) != 0) {
-    return fail("backing directory '" + pos[0] + "': " + std::strerror(errno));
+    return fail("backing directory '" + pos[0] + "': " + std::generic_category().message(errno));
   }
   if (!S_ISDIR(st.st_mode)) return fail("backing directory '" + pos[0] + "': not a directory");
   o.backing_dir = buf;
   if (!realpath(pos[1].c_str(), buf) || stat(buf, &st) != 0) {
-    return fail("mountpoint '" + pos[1] + "': " + std::strerror(errno));
+    return fail("mountpoint '" + pos[1] + "': " + std::generic_category().message(errno));
   }
   if (!S_ISDIR(st.st_mode)) return fail("mountpoint '" + pos[1] + "': not a directory");
   o.mountpoint = buf;

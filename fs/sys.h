@@ -28,6 +28,9 @@ inline std::int64_t mono_ns() {
 
 // errno of the last failed call, never 0 (a call that failed without
 // setting it is reported as EIO).
-inline int last_errno() { return errno ? errno : EIO; }
+inline int last_errno() {
+  const int e = errno;
+  return e ? e : EIO;
+}
 
 }  // namespace norefs::fs

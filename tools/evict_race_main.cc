@@ -36,9 +36,9 @@
 #include <string>
 
 #include "tools/evict_race.h"
-#include "tools/progress.h"
 #include "tools/mount_race.h"
 #include "tools/partial_fault.h"
+#include "tools/progress.h"
 
 using norefs::tools::EvictMode;
 using norefs::tools::EvictRaceParams;

@@ -207,8 +207,9 @@ constexpr ReadPath kCachePaths[] = {ReadPath::noref, ReadPath::ref, ReadPath::re
 // The cache's read path a row measures; the floor measures none (its cache
 // only provides the handles, with the default path).
 ReadPath cache_path(PreadPath p) {
-  return p == PreadPath::floor ? ReadPath::noref
-                               : kCachePaths[static_cast<int>(p) - static_cast<int>(PreadPath::noref)];
+  return p == PreadPath::floor
+             ? ReadPath::noref
+             : kCachePaths[static_cast<int>(p) - static_cast<int>(PreadPath::noref)];
 }
 
 }  // namespace
@@ -614,8 +615,8 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
     out.push_back(t);
   }
   if (!any_e) {
-    PreadTarget t = make_target(
-        "e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns");
+    PreadTarget t =
+        make_target("e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns");
     t.threshold = 10.0;
     out.push_back(t);
   }
@@ -667,11 +668,10 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
       if (progress) {
         const PreadMeasurement& m = row.rounds.back();
         progress(of_rounds + "  " + std::to_string(i + 1) + "/" + std::to_string(res.rows.size()) +
-                     "  " + std::string(pread_path_name(row.path)) + " " +
-                     size_name(row.size) + "B " + std::string(pread_variant_name(row.variant)) +
-                     " " + std::to_string(row.threads) +
-                     (row.threads == 1 ? " thread: " : " threads: ") + si(m.reads_per_sec) +
-                     " reads/s",
+                     "  " + std::string(pread_path_name(row.path)) + " " + size_name(row.size) +
+                     "B " + std::string(pread_variant_name(row.variant)) + " " +
+                     std::to_string(row.threads) + (row.threads == 1 ? " thread: " : " threads: ") +
+                     si(m.reads_per_sec) + " reads/s",
                  false);
       }
     }
@@ -748,13 +748,12 @@ std::string format_pread_table(const PreadScalingResult& r) {
       std::snprintf(times_floor, sizeof times_floor, "%.2fx", row.times_floor);
       std::snprintf(over, sizeof over, "%+.1f", row.ns_over_floor);
     }
-    std::snprintf(line, sizeof line,
-                  "%-6s %-7s %3u %-12s %9s %19s %8.1f %5.0f %8.1f %7s %13s %7s %7s  %s\n",
-                  size_name(row.size).c_str(), std::string(pread_variant_name(row.variant)).c_str(),
-                  row.threads, std::string(pread_path_name(row.path)).c_str(),
-                  si(row.reads_per_sec).c_str(), range.c_str(), row.ns_per_read,
-                  100 * row.cpu_share, row.cpu_ns_per_read, ratio, rrange, times_floor, over,
-                  stops.c_str());
+    std::snprintf(
+        line, sizeof line, "%-6s %-7s %3u %-12s %9s %19s %8.1f %5.0f %8.1f %7s %13s %7s %7s  %s\n",
+        size_name(row.size).c_str(), std::string(pread_variant_name(row.variant)).c_str(),
+        row.threads, std::string(pread_path_name(row.path)).c_str(), si(row.reads_per_sec).c_str(),
+        range.c_str(), row.ns_per_read, 100 * row.cpu_share, row.cpu_ns_per_read, ratio, rrange,
+        times_floor, over, stops.c_str());
     os << line;
   }
   return os.str();
@@ -799,14 +798,14 @@ std::string pread_csv(const PreadScalingResult& r) {
   };
   for (const auto& row : r.rows) {
     os << row.size << ',' << pread_variant_name(row.variant) << ',' << row.threads << ','
-       << pread_path_name(row.path) << ',' << row.rounds.size() << ','
-       << num(row.reads_per_sec) << ',' << num(row.reads_per_sec_min) << ','
-       << num(row.reads_per_sec_max) << ',' << num(row.ns_per_read) << ',' << num(row.cpu_share)
-       << ',' << num(row.cpu_ns_per_read) << ',' << num(row.ratio_to_ref) << ','
-       << num(row.ratio_to_ref_min) << ',' << num(row.ratio_to_ref_max) << ','
-       << num(row.times_floor) << ',' << num(row.times_floor_min) << ','
-       << num(row.times_floor_max) << ',' << num(row.ns_over_floor) << ','
-       << num(row.fast_read_fraction) << ',' << (row.all_warm ? 1 : 0);
+       << pread_path_name(row.path) << ',' << row.rounds.size() << ',' << num(row.reads_per_sec)
+       << ',' << num(row.reads_per_sec_min) << ',' << num(row.reads_per_sec_max) << ','
+       << num(row.ns_per_read) << ',' << num(row.cpu_share) << ',' << num(row.cpu_ns_per_read)
+       << ',' << num(row.ratio_to_ref) << ',' << num(row.ratio_to_ref_min) << ','
+       << num(row.ratio_to_ref_max) << ',' << num(row.times_floor) << ','
+       << num(row.times_floor_min) << ',' << num(row.times_floor_max) << ','
+       << num(row.ns_over_floor) << ',' << num(row.fast_read_fraction) << ','
+       << (row.all_warm ? 1 : 0);
     for (std::size_t s = 0; s < kStops; s++) os << ',' << num(row.stops_per_mread[s]);
     os << "\n";
   }

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // norefs_pread_scaling — in-process pread scaling of the four read paths
-// against the floor (a copy with no cache), will-it-scale style (tools/pread_scaling.h): N threads each reading
-// `size` bytes at offset 0 of one shared file (pread2) or of their own
-// (pread1), every path interleaved in each round.  Prints the effective
-// configuration, a table of medians over rounds, the targets, and
-// optionally the rows as CSV and JSON.
+// against the floor (a copy with no cache), will-it-scale style (tools/pread_scaling.h): N threads
+// each reading `size` bytes at offset 0 of one shared file (pread2) or of their own (pread1), every
+// path interleaved in each round.  Prints the effective configuration, a table of medians over
+// rounds, the targets, and optionally the rows as CSV and JSON.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>

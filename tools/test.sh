@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# The whole test suite: install what is missing, then build and run every
-# test in a release build, an AddressSanitizer+UBSan build and a
-# ThreadSanitizer build.  Exits non-zero if any build or test fails.
+# The whole test suite: install what is missing, check the formatting, then
+# build and run every test in a release build, an AddressSanitizer+UBSan
+# build and a ThreadSanitizer build.  Exits non-zero if the formatting, any
+# build or any test fails.  NOREFS_TIDY=1 also runs clang-tidy on the
+# product code after the release build (tools/tidy.sh; off by default: it
+# takes minutes, see docs/testing.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup-deps.sh"
 mkdir -p "$root/build"
 status=0
+# .clang-format, on the product code and the tests: a file that
+# `clang-format -i` would change fails the suite (the builds still run).
+echo "== clang-format"
+if ! (cd "$root" && find alloc cache fs tools tests -name '*.cc' -o -name '*.h' | sort |
+      xargs clang-format --dry-run -Werror); then
+  echo "clang-format: the files above differ from .clang-format (clang-format -i FILE)" >&2
+  status=1
+fi
 # The test binaries (the fs tests depend on the daemon and the minimal FUSE
 # server, which they run); the benchmark mains are not needed here.
 export NOREFS_TARGETS="norefs_alloc_tests norefs_cache_tests norefs_tools_tests norefs_fs_tests"
@@ -24,6 +35,10 @@ run() {  # run NAME [cmake args...]
 # tables only (-g1): a third less compile time than -g, and enough for a
 # backtrace of a failing test.
 NOREFS_TARGETS="" run release -DNOREFS_SYNC_POINTS=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+if [ "${NOREFS_TIDY:-0}" = 1 ]; then
+  echo "== clang-tidy (release build)"
+  "$root/tools/tidy.sh" "$root/build/release" || status=1
+fi
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run asan -DNOREFS_ASAN=ON -DNOREFS_SYNC_POINTS=ON
 # TSan cannot see liburcu's membarrier ordering: alloc/rcu.h annotates it;

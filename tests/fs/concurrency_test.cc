@@ -46,7 +46,7 @@ std::string words(std::size_t first, std::size_t n, std::uint32_t v) {
   return s;
 }
 
-class ConcurrencyTest : public MountTest, public ::testing::WithParamInterface<const char*> {
+class ConcurrencyStress : public MountTest, public ::testing::WithParamInterface<const char*> {
  protected:
   MountConfig config() const override { return {{std::string("read_path=") + GetParam()}, {}}; }
 };
@@ -83,7 +83,7 @@ std::pair<std::size_t, std::size_t> random_range(std::mt19937_64& rng) {
   return {first, std::min(n, kWords - first)};
 }
 
-TEST_P(ConcurrencyTest, ReadersSeeOnlyWrittenWordsWhileWritersWrite) {
+TEST_P(ConcurrencyStress, ReadersSeeOnlyWrittenWordsWhileWritersWrite) {
   write_file(m("f"), words(0, kWords, 1));
   auto done = std::make_unique<std::atomic<std::uint32_t>[]>(kWords);
   auto issued = std::make_unique<std::atomic<std::uint32_t>[]>(kWords);
@@ -196,7 +196,7 @@ TEST_P(ConcurrencyTest, ReadersSeeOnlyWrittenWordsWhileWritersWrite) {
 // word may read as zero or be past EOF; outside such windows (a seqlock
 // of mutations, odd while one is in progress) it must be exactly the last
 // version written.
-TEST_P(ConcurrencyTest, ReadersNeverSeeForeignBytesWhileTruncatingAndPunching) {
+TEST_P(ConcurrencyStress, ReadersNeverSeeForeignBytesWhileTruncatingAndPunching) {
   write_file(m("f"), words(0, kWords, 1));
   auto done = std::make_unique<std::atomic<std::uint32_t>[]>(kWords);
   for (std::size_t w = 0; w < kWords; w++) done[w].store(1, std::memory_order_relaxed);
@@ -312,7 +312,7 @@ TEST_P(ConcurrencyTest, ReadersNeverSeeForeignBytesWhileTruncatingAndPunching) {
 
 // With a cache smaller than the file, pages are evicted and filled again
 // all the time: fills race the writes, truncates and punches.
-INSTANTIATE_TEST_SUITE_P(ReadPaths, ConcurrencyTest,
+INSTANTIATE_TEST_SUITE_P(ReadPaths, ConcurrencyStress,
                          ::testing::Values("noref", "ref", "ref-fetchadd", "stackcopy",
                                            "noref,cache_size=128k", "ref,cache_size=128k"),
                          path_name);
@@ -324,7 +324,7 @@ INSTANTIATE_TEST_SUITE_P(ReadPaths, ConcurrencyTest,
 // bytes, possibly fewer (a short read), or fails with EINTR — never wrong
 // bytes, and never a short read the kernel then takes for the end of the
 // file (kernel_cache: the file would shrink).
-class InterruptTest : public MountTest, public ::testing::WithParamInterface<const char*> {
+class InterruptStress : public MountTest, public ::testing::WithParamInterface<const char*> {
  protected:
   MountConfig config() const override {
     MountConfig c{{"cache_size=1m"}, {}};
@@ -335,7 +335,7 @@ class InterruptTest : public MountTest, public ::testing::WithParamInterface<con
 
 void on_sigusr1(int) {}
 
-TEST_P(InterruptTest, ReadsReturnRightBytesOrEintr) {
+TEST_P(InterruptStress, ReadsReturnRightBytesOrEintr) {
   const std::string model = random_bytes(6 << 20, 900);
   write_file(b("f"), model);
   struct sigaction sa {
@@ -399,7 +399,7 @@ TEST_P(InterruptTest, ReadsReturnRightBytesOrEintr) {
   EXPECT_BYTES_EQ(model, read_chunked(fd.get(), 1 << 20));
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, InterruptTest, ::testing::Values("", "kernel_cache"),
+INSTANTIATE_TEST_SUITE_P(Modes, InterruptStress, ::testing::Values("", "kernel_cache"),
                          [](const auto& tp) {
                            return std::string(*tp.param ? tp.param : "direct_io");
                          });

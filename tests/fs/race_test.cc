@@ -53,7 +53,7 @@ tools::MountRaceParams race_params(const std::string& dir, double seconds) {
   return p;
 }
 
-class MountRaceTest : public MountTest, public ::testing::WithParamInterface<ReadPath> {
+class MountRaceStress : public MountTest, public ::testing::WithParamInterface<ReadPath> {
  protected:
   MountConfig config() const override {
     MountConfig c;
@@ -64,7 +64,7 @@ class MountRaceTest : public MountTest, public ::testing::WithParamInterface<Rea
   }
 };
 
-TEST_P(MountRaceTest, DeferOnReadsEveryByteRight) {
+TEST_P(MountRaceStress, DeferOnReadsEveryByteRight) {
   tools::MountRaceParams p = race_params(m(), 0.8);
   tools::MountRaceResult r = tools::run_mount_race(p);
   SCOPED_TRACE(tools::describe_mount_race_config(p) + tools::format_mount_race_report(r));
@@ -82,7 +82,7 @@ TEST_P(MountRaceTest, DeferOnReadsEveryByteRight) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Race, MountRaceTest,
+INSTANTIATE_TEST_SUITE_P(Race, MountRaceStress,
                          ::testing::Values(ReadPath::noref, ReadPath::ref, ReadPath::ref_fetchadd,
                                            ReadPath::stackcopy),
                          [](const auto& tp) {
@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Race, MountRaceTest,
 // page at once, a refill of another file reuses it, and the reader copies
 // the new owner's bytes.  The daemon may also die of it (the descriptor
 // itself reused): that is the same broken guarantee.
-TEST(MountRaceControl, DeferOffWithWidenedWindowIsDetected) {
+TEST(MountRaceControlStress, DeferOffWithWidenedWindowIsDetected) {
   if (!kSyncPoints) {
     GTEST_SKIP() << "this build has no sync points (NOREFS_SYNC_POINTS off): the daemon has no "
                     "debug_read_delay_us to widen the window, and through FUSE the window is too "
@@ -168,9 +168,9 @@ TEST(MountRaceControl, DebugReadDelayOnlyInSyncPointBuilds) {
 
 // ── The partial-fault test through the mount ──
 
-class PartialFaultMountTest : public MountTest {};
+class PartialFaultMountStress : public MountTest {};
 
-TEST_F(PartialFaultMountTest, ReadsIntoZappedBuffersAreRight) {
+TEST_F(PartialFaultMountStress, ReadsIntoZappedBuffersAreRight) {
   tools::PartialFaultParams p;
   p.dir = m();
   p.seconds = 0.6;

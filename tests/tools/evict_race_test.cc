@@ -59,7 +59,7 @@ TEST(EvictRace, ContentWordsDecodeToTheirFileAndOffset) {
   EXPECT_FALSE(evict_race_decode(0x6b6b6b6b6b6b6b6bULL, &df, &dw));
 }
 
-TEST(EvictRace, DeferOnNorefReadsEveryByteRight) {
+TEST(EvictRaceStress, DeferOnNorefReadsEveryByteRight) {
   EvictRaceParams p = short_run(1.5);
   EvictRaceResult r = run_evict_race(p);
   expect_clean(p, r);
@@ -73,7 +73,7 @@ TEST(EvictRace, DeferOnNorefReadsEveryByteRight) {
   EXPECT_EQ(j["config"]["read_path"], "noref");
 }
 
-TEST(EvictRace, DeferOnWithPoisonAndTheLimitReadsEveryByteRight) {
+TEST(EvictRaceStress, DeferOnWithPoisonAndTheLimitReadsEveryByteRight) {
   EvictRaceParams p = short_run(1.0);
   p.poison = true;
   p.limit_pages = 64;  // fewer than the files' pages: shrink() evicts too
@@ -85,7 +85,7 @@ TEST(EvictRace, DeferOnWithPoisonAndTheLimitReadsEveryByteRight) {
 // they read descriptors freed at once (tools/evict_race.h), which may rarely
 // crash stackcopy or let ref's try_get() write into reused memory; that is
 // not a property to assert in the suite.
-TEST(EvictRace, RefAndStackcopyReadEveryByteRight) {
+TEST(EvictRaceStress, RefAndStackcopyReadEveryByteRight) {
   for (ReadPath path : {ReadPath::ref, ReadPath::ref_fetchadd, ReadPath::stackcopy}) {
     SCOPED_TRACE(std::string(cache::read_path_name(path)));
     EvictRaceParams p = short_run(0.5);
@@ -113,7 +113,7 @@ TEST(EvictRace, CrashVerdicts) {
 // a fresh process): with defer off a reader may also crash on a freed
 // descriptor, and that must not take the test binary down.  Any outcome is
 // accepted; it is printed and recorded.
-TEST(EvictRace, UnsafeControlIsInformational) {
+TEST(EvictRaceStress, UnsafeControlIsInformational) {
 #ifdef NOREFS_TEST_TSAN
   GTEST_SKIP() << "defer off is a data race by construction; not under TSan";
 #else

@@ -14,7 +14,7 @@
 namespace norefs::tools {
 namespace {
 
-TEST(PartialFault, InProcessReadsIntoZappedBuffersAreRight) {
+TEST(PartialFaultStress, InProcessReadsIntoZappedBuffersAreRight) {
   for (cache::ReadPath path : {cache::ReadPath::noref, cache::ReadPath::stackcopy}) {
     SCOPED_TRACE(std::string(cache::read_path_name(path)));
     PartialFaultParams p;

@@ -64,7 +64,7 @@ PreadScalingParams tiny() {
   return p;
 }
 
-TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
+TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
   PreadScalingParams p = tiny();
   std::vector<std::pair<std::string, bool>> progress;
   PreadScalingResult r = run_pread_scaling(
@@ -85,8 +85,7 @@ TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
   EXPECT_TRUE(progress.back().second);
   for (const auto& row : r.rows) {
     SCOPED_TRACE(std::to_string(row.size) + " " + std::string(pread_variant_name(row.variant)) +
-                 " " + std::to_string(row.threads) + " " +
-                 std::string(pread_path_name(row.path)));
+                 " " + std::to_string(row.threads) + " " + std::string(pread_path_name(row.path)));
     ASSERT_EQ(row.rounds.size(), 1u);
     EXPECT_GT(row.rounds[0].reads, 0u);
     EXPECT_GT(row.reads_per_sec, 0);
@@ -137,7 +136,8 @@ TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
   }
 
   std::string config = describe_pread_config(p, r.cpus);
-  EXPECT_NE(config.find("paths=floor,noref,ref,ref-fetchadd,stackcopy"), std::string::npos) << config;
+  EXPECT_NE(config.find("paths=floor,noref,ref,ref-fetchadd,stackcopy"), std::string::npos)
+      << config;
   EXPECT_NE(config.find("defer=on"), std::string::npos) << config;
   std::string table = format_pread_table(r);
   EXPECT_NE(table.find("ref-fetchadd"), std::string::npos);
@@ -188,7 +188,7 @@ TEST(PreadScaling, TinySweepHasEveryRowAndWritesCsvAndJson) {
   }
 }
 
-TEST(PreadScaling, WithoutRefRatiosAndTargetsAreAbsentNotInvented) {
+TEST(PreadScalingStress, WithoutRefRatiosAndTargetsAreAbsentNotInvented) {
   PreadScalingParams p = tiny();
   p.sizes = {16};
   p.threads = {1};

@@ -32,7 +32,7 @@ Params short_params() {
   return p;
 }
 
-TEST(PunchWaitTest, BoundNeverExceededAndCountersConsistent) {
+TEST(PunchWaitStress, BoundNeverExceededAndCountersConsistent) {
   Params p = short_params();
   p.variants = {Variant::punch, Variant::truncate, Variant::evict};
   p.modes = {Mode::off, Mode::bound};
@@ -98,7 +98,7 @@ TEST(PunchWaitTest, BoundNeverExceededAndCountersConsistent) {
 
 // After the load the pages come back: with the files punched, the settle
 // samples see the live pages fall to (nearly) none.
-TEST(PunchWaitTest, SettleSamplesFollowTheLoad) {
+TEST(PunchWaitStress, SettleSamplesFollowTheLoad) {
   Params p = short_params();
   p.variants = {Variant::punch};
   p.modes = {Mode::expedite};
@@ -117,7 +117,7 @@ TEST(PunchWaitTest, SettleSamplesFollowTheLoad) {
 // through real FUSE requests (pwrite, fallocate punch), samples the
 // daemon's counter blocks, and unmounts in every case.  The bound holds
 // through the mount as in-process.
-TEST(PunchWaitTest, MountTargetBoundHoldsAndNothingStaysMounted) {
+TEST(PunchWaitStress, MountTargetBoundHoldsAndNothingStaysMounted) {
 #ifndef NOREFS_DAEMON
   GTEST_SKIP() << "the daemon was not built";
 #else

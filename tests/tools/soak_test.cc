@@ -106,7 +106,7 @@ TEST(SoakFinalChecks, EachBrokenCounterFailsItsCheck) {
   }
 }
 
-TEST(SoakLoad, ReadCheckPassesOnPatternFilesAndCatchesACorruptByte) {
+TEST(SoakLoadStress, ReadCheckPassesOnPatternFilesAndCatchesACorruptByte) {
   ScratchDir d;
   ReadCheckParams p;
   p.files = {d.file("p1"), d.file("p2")};
@@ -138,7 +138,7 @@ TEST(SoakLoad, ReadCheckPassesOnPatternFilesAndCatchesACorruptByte) {
       << bad.failures[0].what;
 }
 
-TEST(SoakLoad, PunchLoaderChecksEveryCycle) {
+TEST(SoakLoadStress, PunchLoaderChecksEveryCycle) {
   ScratchDir d;
   PunchParams p;
   p.file = d.file("punch");

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""check_layering.py [ROOT]: the include rules of norefs, checked.
+
+Exit 0 if every #include under ROOT (default: the source tree this file is
+in) keeps the rules below, else print one line per violation,
+"file:line: what is wrong", and exit 1.
+
+Layers (tools -> fs -> cache -> alloc; nothing includes upwards):
+  alloc/  includes only alloc/
+  cache/  includes alloc/ and cache/
+  fs/     includes alloc/, cache/ and fs/
+  tools/  includes alloc/, cache/, tools/, and from fs/ only fs/control.h
+          (the ioctl ABI: tools reach the daemon only through a mount)
+Project includes are written from the project root ("alloc/page.h"), never
+with "..".
+The tests are held to what their binary links by the compiler instead
+(each library exports only its own include root, see alloc/CMakeLists.txt).
+
+Third-party headers (everywhere: product code and tests):
+  liburcu  (<urcu.h>, <urcu-*.h>, <urcu/...>)  only in alloc/rcu.h, alloc/rcu.cc
+  jemalloc (<jemalloc.h>, <jemalloc/...>)       only in alloc/page_arena.cc
+  libfuse  (<fuse*.h>, <fuse3/...>)             only in fs/ and the standalone
+           FUSE servers: tools/minimal_fuse.cc and tests/<dir>/helpers/*_fuse.cc
+           (<linux/fuse.h>, the kernel's protocol, is not libfuse)
+"""
+import pathlib
+import re
+import sys
+
+PRODUCT = ("alloc", "cache", "fs", "tools")
+SCANNED = PRODUCT + ("tests",)
+# What each product directory may include from the project.
+MAY_INCLUDE = {
+    "alloc": {"alloc"},
+    "cache": {"alloc", "cache"},
+    "fs": {"alloc", "cache", "fs"},
+    "tools": {"alloc", "cache", "tools"},
+}
+# Single headers allowed across a layer boundary, and why.
+EXCEPTIONS = {
+    ("tools", "fs/control.h"): "the ioctl ABI",
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+URCU = re.compile(r"^(urcu(\.h|-[^/]*\.h)|urcu/)")
+JEMALLOC = re.compile(r"^jemalloc(\.h|/)")
+LIBFUSE = re.compile(r"^(fuse[^/]*\.h|fuse3?/)")
+
+
+def fuse_allowed(rel):
+    parts = rel.split("/")
+    if parts[0] == "fs" or rel == "tools/minimal_fuse.cc":
+        return True
+    return (len(parts) == 4 and parts[0] == "tests" and parts[2] == "helpers"
+            and parts[3].endswith("_fuse.cc"))
+
+
+THIRD_PARTY = (
+    (URCU, "liburcu", lambda rel: rel in ("alloc/rcu.h", "alloc/rcu.cc"),
+     "only alloc/rcu.h and alloc/rcu.cc include liburcu (use alloc/rcu.h)"),
+    (JEMALLOC, "jemalloc", lambda rel: rel == "alloc/page_arena.cc",
+     "only alloc/page_arena.cc includes jemalloc (use alloc/page_arena.h)"),
+    (LIBFUSE, "libfuse", fuse_allowed,
+     "libfuse only in fs/, tools/minimal_fuse.cc and tests/*/helpers/*_fuse.cc"),
+)
+
+
+def check_file(root, path):
+    rel = path.relative_to(root).as_posix()
+    top = rel.split("/")[0]
+    errors = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            header = m.group(2).strip()
+            where = f"{rel}:{lineno}"
+            if m.group(1) == "<":
+                for pattern, lib, allowed, rule in THIRD_PARTY:
+                    if pattern.match(header) and not allowed(rel):
+                        errors.append(f"{where}: #include <{header}>: {rule}")
+            if m.group(1) == '"' and ".." in header.split("/"):
+                errors.append(f'{where}: #include "{header}": write project includes from '
+                              f'the project root ("alloc/page.h"), without ..')
+            first = header.split("/")[0]
+            if top in MAY_INCLUDE and "/" in header and first in PRODUCT:
+                if first not in MAY_INCLUDE[top] and (top, header) not in EXCEPTIONS:
+                    allowed = ", ".join(sorted(MAY_INCLUDE[top]))
+                    errors.append(f"{where}: #include {m.group(1)}{header}: a {top}/ file "
+                                  f"includes only from {allowed}/ (layers: tools -> fs -> "
+                                  f"cache -> alloc)")
+    return errors
+
+
+def main():
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
+                        pathlib.Path(__file__).resolve().parents[2]).resolve()
+    files = sorted(p for d in SCANNED if (root / d).is_dir()
+                   for p in (root / d).rglob("*") if p.suffix in (".cc", ".h") and p.is_file())
+    if not any((root / d).is_dir() for d in PRODUCT):
+        print(f"check_layering: {root} has none of {', '.join(PRODUCT)}", file=sys.stderr)
+        return 2
+    errors = [e for p in files for e in check_file(root, p)]
+    for e in errors:
+        print(e)
+    if errors:
+        print(f"check_layering: {len(errors)} violation(s) in {len(files)} files "
+              f"(rules: tests/layering/check_layering.py, docs/testing.md)")
+        return 1
+    print(f"check_layering: ok ({len(files)} files)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

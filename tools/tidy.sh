@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# tidy.sh BUILD_DIR [DIR...]: the curated clang-tidy (.clang-tidy) over the
+# .cc files of DIR... (default: alloc cache fs), compiled as BUILD_DIR
+# compiles them (its compile_commands.json), one process per core.  Every
+# report is an error (.clang-tidy: WarningsAsErrors); exits 1 if any file
+# has one.  tools/test.sh runs it when NOREFS_TIDY=1 (docs/testing.md).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$1" && pwd)
+shift
+dirs=("$@")
+[ ${#dirs[@]} -gt 0 ] || dirs=(alloc cache fs)
+pattern="^$root/($(IFS='|'; echo "${dirs[*]}"))/[^/]*\.cc\$"
+mapfile -t files < <(jq -r '.[].file' "$build/compile_commands.json" | grep -E "$pattern" | sort -u)
+if [ ${#files[@]} -eq 0 ]; then
+  echo "tidy: no .cc file of ${dirs[*]} in $build/compile_commands.json" >&2
+  exit 2
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+set +e
+printf '%s\0' "${files[@]}" |
+  xargs -0 -n1 -P"$(nproc)" clang-tidy -p "$build" --quiet >"$out" 2>&1
+rc=$?
+set -e
+# clang prints "N warnings generated." for the warnings the header filter
+# hides (system headers); what is left is the reports.
+grep -v ' warnings\? generated\.$' "$out" || true
+if [ "$rc" -ne 0 ]; then
+  echo "tidy: reports in ${dirs[*]} (fix them, or NOLINT(check) with the reason at the site)" >&2
+  exit 1
+fi
+echo "tidy: ${#files[@]} files of ${dirs[*]}: no reports"
