@@ -52,8 +52,8 @@ std::string minimal_bytes(std::size_t n) {
   return s;
 }
 
-// The number in the minimal server's last line "N requests served over the
-// rings", or -1.
+// The number in the last line of the minimal server or the daemon, "N
+// requests served over the rings", or -1.
 long long served_over_rings(const std::string& log) {
   std::smatch m;
   static const std::regex re("io_uring: ([0-9]+) requests served over the rings");
@@ -173,6 +173,65 @@ TEST(MinimalServerUring, RefusedWhenTheKernelParameterIsOff) {
   if (*minimal_path() == '\0') GTEST_SKIP() << "norefs_minimal_fuse was not built";
   TempTree tree;
   RunResult r = run({minimal_path(), "-f", "-o", "io_uring", tree.mnt}, 10s * kSlow);
+  EXPECT_TRUE(r.exited(1)) << describe_status(r.status) << ": " << r.output;
+  EXPECT_NE(r.output.find("enable_uring"), std::string::npos) << r.output;
+  EXPECT_EQ(mount_count(tree.mnt), 0);
+}
+
+// The daemon with -o io_uring: reads (16 B at odd offsets, 4 KiB, 1 MiB)
+// return the backing file's bytes, writes land in the backing file, and the
+// requests went over the rings.
+class DaemonUringTest : public MountTest {
+ protected:
+  MountConfig config() const override { return {{"io_uring"}, {}}; }
+  void SetUp() override {
+    SKIP_UNLESS_URING_ON();
+    MountTest::SetUp();
+  }
+};
+
+TEST_F(DaemonUringTest, ReadsAndWritesOverTheRingsMatchTheBackingFile) {
+  constexpr std::size_t kSize = (3u << 20) + 12345;
+  const std::string data = random_bytes(kSize, 12);
+  write_file(b("data"), data);
+  long long requests = 0;
+  {
+    Fd fd(m("data"), O_RDONLY);
+    for (std::size_t off = 1; off + 16 <= kSize; off += 4099) {
+      ASSERT_EQ(pread_str(fd.get(), 16, static_cast<off_t>(off)), data.substr(off, 16))
+          << "at " << off;
+      requests++;
+    }
+    for (std::size_t chunk : {std::size_t{4096}, std::size_t{1} << 20}) {
+      ASSERT_BYTES_EQ(data, read_chunked(fd.get(), chunk)) << "reads of " << chunk;
+      requests += static_cast<long long>(kSize / chunk);  // a lower bound
+    }
+  }
+  // Writes of several sizes, one past a 1 MiB request boundary.
+  std::string model = random_bytes((1u << 20) + 4096 + 7, 13);
+  {
+    Fd fd(m("written"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pwrite_all(fd.get(), model, 0);
+    const std::string patch = random_bytes(5000, 14);
+    pwrite_all(fd.get(), patch, 777);
+    model_write(model, patch, 777);
+    ASSERT_EQ(fd.close(), 0);
+  }
+  EXPECT_BYTES_EQ(model, read_file(b("written")));
+  EXPECT_BYTES_EQ(model, read_file(m("written")));
+  auto st = mount().unmount();
+  ASSERT_TRUE(st) << mount().log();
+  EXPECT_GE(served_over_rings(mount().log()), requests) << mount().log();
+}
+
+// With the parameter off the daemon refuses -o io_uring before mounting.
+TEST(DaemonUring, RefusedWhenTheKernelParameterIsOff) {
+  if (uring_parameter() == "Y") GTEST_SKIP() << "fuse.enable_uring is Y: nothing to refuse";
+  ASSERT_NE(*daemon_path(), '\0') << "the daemon was not built";
+  TempTree tree;
+  RunResult r =
+      run({daemon_path(), "-f", "-o", "io_uring,stats_dir=" + tree.stats, tree.backing, tree.mnt},
+          10s * kSlow);
   EXPECT_TRUE(r.exited(1)) << describe_status(r.status) << ": " << r.output;
   EXPECT_NE(r.output.find("enable_uring"), std::string::npos) << r.output;
   EXPECT_EQ(mount_count(tree.mnt), 0);
