@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <system_error>
 #include <thread>
 
 namespace norefs::fs {
@@ -69,6 +70,10 @@ constexpr std::uint64_t kStopTag = 0;
 // The request is laid out contiguously just before the payload buffer:
 // this much of the page before it is ours.
 constexpr std::size_t kSlack = sizeof(fuse_in_header) + kOpInOutSize;
+
+// strerror() is not thread-safe (clang-tidy: concurrency-mt-unsafe); the
+// queue threads may fail at the same time.
+std::string errno_text(int e) { return std::generic_category().message(e); }
 
 std::size_t page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -175,7 +180,7 @@ std::unique_ptr<FuseUring> FuseUring::create(fuse_session* se, unsigned depth, c
     q->qid = qid;
     q->stop_fd = eventfd(0, EFD_CLOEXEC);
     if (q->stop_fd < 0) {
-      *error = std::string("eventfd: ") + std::strerror(errno);
+      *error = std::string("eventfd: ") + errno_text(errno);
       return nullptr;
     }
     io_uring_params p{};
@@ -184,7 +189,7 @@ std::unique_ptr<FuseUring> FuseUring::create(fuse_session* se, unsigned depth, c
     // depth entries plus the stop poll.
     int r = io_uring_queue_init_params(u->depth_ + 1, &q->ring, &p);
     if (r < 0) {
-      *error = std::string("io_uring_setup (128-byte SQEs): ") + std::strerror(-r);
+      *error = std::string("io_uring_setup (128-byte SQEs): ") + errno_text(-r);
       close(q->stop_fd);
       return nullptr;
     }
@@ -253,9 +258,11 @@ std::uint64_t FuseUring::requests_served() const {
 void FuseUring::fail(const std::string& why) {
   std::fprintf(stderr, "%s: io_uring: %s\n", log_name_.c_str(), why.c_str());
   if (failed_.exchange(true, std::memory_order_relaxed)) return;
-  // libfuse's handler (fuse_set_signal_handlers()) ends the loop; the loop's
-  // blocking call returns EINTR on that thread.
   fuse_session_exit(se_);
+  // libfuse's handler (fuse_set_signal_handlers(), installed by both programs
+  // before create()) catches it and ends the loop, not the process; the
+  // loop's blocking call returns EINTR on that thread.
+  // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
   pthread_kill(creator_, SIGTERM);
 }
 
@@ -295,7 +302,7 @@ bool FuseUring::register_entries(Queue& q) {
         mmap(nullptr, e.mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (e.mapping == MAP_FAILED) {
       e.mapping = nullptr;
-      fail(std::string("cannot map a ring entry: ") + std::strerror(errno));
+      fail(std::string("cannot map a ring entry: ") + errno_text(errno));
       return false;
     }
     e.header = static_cast<RingReqHeader*>(e.mapping);
@@ -330,7 +337,7 @@ void FuseUring::serve_queue(Queue& q) {
   while (!stopping) {
     int r = io_uring_submit_and_wait(&q.ring, 1);
     if (r < 0 && r != -EINTR) {
-      fail(std::string("io_uring_enter: ") + std::strerror(-r));
+      fail(std::string("io_uring_enter: ") + errno_text(-r));
       break;
     }
     unsigned head;
@@ -343,6 +350,7 @@ void FuseUring::serve_queue(Queue& q) {
         stopping = true;
         continue;
       }
+      // NOLINTNEXTLINE(performance-no-int-to-ptr): user_data carries the entry.
       Entry& e = *reinterpret_cast<Entry*>(tag);
       const int res = cqe->res;
       if (res == 0) {
@@ -357,7 +365,7 @@ void FuseUring::serve_queue(Queue& q) {
       } else {
         fail(std::string("the kernel refused ") +
              (e.last_cmd == kCmdRegister ? "FUSE_IO_URING_CMD_REGISTER" : "COMMIT_AND_FETCH") +
-             " on queue " + std::to_string(q.qid) + ": " + std::strerror(-res));
+             " on queue " + std::to_string(q.qid) + ": " + errno_text(-res));
         stopping = true;
       }
     }
