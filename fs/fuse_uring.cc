@@ -241,7 +241,7 @@ void FuseUring::stop() {
   }
   for (auto& q : queues_) {
     std::uint64_t one = 1;
-    // A full counter (impossible: one write per stop) is the only failure.
+    // Fails only on a full counter (2^64 - 2 writes): one per call here.
     (void)!write(q->stop_fd, &one, sizeof one);
   }
   for (auto& q : queues_) {
