@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "fs/credentials.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_io.h"
+#include "fs/fuse_uring.h"
 
 #ifdef NOREFS_SYNC_POINTS
 #include "cache/sync_point.h"
@@ -161,14 +163,26 @@ int run(const ParseResult& pr) {
                  "norefs: running as uid %u, not root: every operation uses its credentials\n",
                  static_cast<unsigned>(geteuid()));
   }
+  if (o.io_uring) {
+    // Before anything is mounted: the common refusal (the module
+    // parameter is off) ends here with the kernel's reason.
+    std::string why = FuseUring::available();
+    if (!why.empty()) {
+      std::fprintf(stderr, "norefs: -o io_uring: %s\n", why.c_str());
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return kExitFailure;
+    }
+  }
   if (fuse_session_mount(se, o.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
     return kExitFailure;
   }
   // Shared mappings of direct_io files (fs/fuse_io.h); kernel_cache mounts
-  // do not need it.
-  if (!o.kernel_cache && install_fuse_io(se) != 0) {
+  // do not need it.  With io_uring the I/O is installed after the fork,
+  // with the queues (their threads would not survive it).
+  if (!o.kernel_cache && !o.io_uring && install_fuse_io(se) != 0) {
     std::fprintf(stderr, "norefs: cannot install the /dev/fuse I/O functions\n");
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
@@ -186,6 +200,22 @@ int run(const ParseResult& pr) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "norefs: cannot create the page cache: %s\n", e.what());
       started = false;
+    }
+  }
+  std::unique_ptr<FuseUring> uring;
+  if (started && o.io_uring) {
+    std::string error;
+    uring = FuseUring::create(se, FuseUring::kDefaultDepth, "norefs", &error);
+    if (!uring) {
+      std::fprintf(stderr, "norefs: -o io_uring: %s\n", error.c_str());
+      started = false;
+    } else if (install_fuse_io(
+                   se, {.direct_io_allow_mmap = !o.kernel_cache, .uring = uring.get()}) != 0) {
+      std::fprintf(stderr, "norefs: cannot install the io_uring transport\n");
+      started = false;
+    } else {
+      std::fprintf(stderr, "norefs: io_uring: %u queues of %u entries\n", uring->queues(),
+                   uring->depth());
     }
   }
 #ifdef NOREFS_SYNC_POINTS
@@ -214,11 +244,20 @@ int run(const ParseResult& pr) {
     if (r < 0)
       std::fprintf(stderr, "norefs: session loop: %s\n",
                    std::generic_category().message(-r).c_str());
+    // The queue threads call into the session: they end first.  A refusal
+    // by the kernel (already printed) stopped the loop with SIGTERM.
+    if (uring) {
+      uring->stop();
+      if (uring->failed()) status = kExitFailure;
+      std::fprintf(stderr, "norefs: io_uring: %llu requests served over the rings\n",
+                   static_cast<unsigned long long>(uring->requests_served()));
+    }
   }
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   // Every worker thread has exited: nothing calls into the cache any more.
   fuse_session_destroy(se);
+  uring.reset();
 #ifdef NOREFS_SYNC_POINTS
   if (o.debug_read_delay_us) cache::sync_point::clear();
 #endif

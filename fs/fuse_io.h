@@ -29,15 +29,35 @@
 // would then come from the kernel's cache, not ours); or answering
 // FUSE_INIT ourselves.  If a later libfuse negotiates the flag itself, this
 // changes nothing (the bit is already set).
+//
+// The same INIT patch asks for FUSE over io_uring when FuseIoOptions::uring
+// is given, and writev() then routes replies to the ring entries they
+// answer (fs/fuse_uring.h).  The minimal server (tools/minimal_fuse.cc)
+// links this file and fs/fuse_uring.cc for its io_uring option, with
+// direct_io_allow_mmap off: they depend on libfuse and liburing only.
 #pragma once
 
-#include <fuse_lowlevel.h>
+struct fuse_session;
 
 namespace norefs::fs {
 
+class FuseUring;
+
+struct FuseIoOptions {
+  // Ask for FUSE_DIRECT_IO_ALLOW_MMAP when the kernel offers it (above).
+  bool direct_io_allow_mmap = true;
+  // Serve requests over io_uring (fs/fuse_uring.h): the INIT reply also asks
+  // for FUSE_OVER_IO_URING (protocol 7.42, bit 41 of the INIT flags: bit 9
+  // of flags2), the queues are started once it is written or told why not,
+  // and every reply goes to uring->reply() before /dev/fuse.  Outlives the
+  // session loop.
+  FuseUring* uring = nullptr;
+};
+
 // Installs the I/O functions on a mounted session (after
-// fuse_session_mount(), before the loop).  Returns 0 or -errno.
-int install_fuse_io(fuse_session* se);
+// fuse_session_mount(), before the loop).  Once per process: the INIT
+// exchange is remembered in process-wide state.  Returns 0 or -errno.
+int install_fuse_io(fuse_session* se, const FuseIoOptions& options = {});
 
 // Whether the kernel accepted shared mappings of direct_io files: known
 // after FUSE_INIT was answered (for the daemon's log and the tests).

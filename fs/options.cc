@@ -54,6 +54,9 @@ constexpr const char* kOurHelp =
     "    -o max_threads=N       worker thread maximum (default: see below)\n"
     "    -o reply=auto|copy|iov how read replies are sent (default auto)\n"
     "    -o coherence_timeout=S seconds before getattr re-checks the backing file (1)\n"
+    "    -o io_uring            serve requests over FUSE io_uring queues, one per CPU,\n"
+    "                           instead of /dev/fuse; needs Linux 6.14+ and the module\n"
+    "                           parameter fuse.enable_uring=Y (default off)\n"
     "    -o stats_dir=DIR       where the counter blocks go: a directory (not a symlink)\n"
     "                           owned by the daemon's user and writable by nobody else,\n"
     "                           created 0700 if missing (default /run/norefs as root;\n"
@@ -94,6 +97,7 @@ enum Key {
   kMaxThreads,
   kReply,
   kCoherenceTimeout,
+  kIoUring,
   kStatsDir,
   kDebugDaemonCredentials,
   kMountOnly,
@@ -118,6 +122,7 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("max_threads=", kMaxThreads),
     FUSE_OPT_KEY("reply=", kReply),
     FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
+    FUSE_OPT_KEY("io_uring", kIoUring),
     FUSE_OPT_KEY("stats_dir=", kStatsDir),
 #ifdef NOREFS_SYNC_POINTS
     // The permission tests' control (test builds only): every operation
@@ -240,6 +245,9 @@ std::string apply(Options& o, int key, std::string_view arg) {
     }
     case kKernelCache:
       o.kernel_cache = true;
+      return "";
+    case kIoUring:
+      o.io_uring = true;
       return "";
     case kReadahead: {
       auto s = parse_size(v);

@@ -38,6 +38,9 @@ struct Options {
   unsigned max_threads = 0;  // 0: the default (default_max_threads())
   ReplyMode reply = ReplyMode::automatic;
   double coherence_timeout = 1.0;  // seconds
+  // Serve requests over the kernel's FUSE io_uring queues (fs/fuse_uring.h,
+  // docs/fuse-io-uring.md) instead of /dev/fuse reads and writes.
+  bool io_uring = false;
   // "" until validated: then the -o stats_dir value, else default_stats_dir().
   std::string stats_dir;
   // Test builds only (NOREFS_SYNC_POINTS): operations do not switch to the

@@ -19,6 +19,14 @@
 # and the targets on 16-byte preads with 2 to 8 jobs: noref >= 1.2x the
 # reads/s of cache=off, and >= 90% of the minimal server's.
 #
+# --io-uring adds, beside every FUSE variant V, the same server with
+# -o io_uring, named V+uring (docs/fuse-io-uring.md), reported with its
+# ratio to V over /dev/fuse and the target: 16-byte preads at 1 and 2 jobs
+# >= 1.3x over io_uring.  The kernel offers io_uring only while the module
+# parameter fuse.enable_uring is Y: as root the script sets it just while
+# those servers mount (a connection keeps io_uring once INIT negotiated it)
+# and puts the old value back, on every exit path too.
+#
 # Every mount is made on a mktemp -d mountpoint and unmounted on every exit
 # path (Ctrl-C, a failing fio, a daemon that dies): fusermount3 -u, then
 # umount -l; then the daemon is waited for and killed by its pid.
@@ -58,6 +66,8 @@ usage: $0 [options]
                      of test files fit; "default" = the daemon's own, 256M)
   --daemon-opts OPTS
                      extra -o options for every norefs variant (e.g. batch=15)
+  --io-uring         also every FUSE variant with -o io_uring (VARIANT+uring);
+                     as root, turns fuse.enable_uring on while they mount
   -h, --help         this help
 EOF
 }
@@ -66,7 +76,7 @@ EOF
 runtime=5 rounds=2 warm=1 quick=0
 build_dir="$root/build/main" out="$root/build/results"
 [ -z "$installed" ] || build_dir="" out="$PWD/norefs-fs-bench"
-variants_opt="" tests_opt="" max_threads="" clone_fd=0 daemon_opts="" cache_size=1G
+variants_opt="" tests_opt="" max_threads="" clone_fd=0 daemon_opts="" cache_size=1G io_uring=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 runtime=1 rounds=1 warm=0.3 ;;
@@ -81,6 +91,7 @@ while [ $# -gt 0 ]; do
     --clone-fd) clone_fd=1 ;;
     --cache-size) cache_size=$2; shift ;;
     --daemon-opts) daemon_opts=$2; shift ;;
+    --io-uring) io_uring=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fs_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -149,7 +160,8 @@ norefs=$(find_bin fs/norefs)
 minimal=$(find_bin tools/norefs_minimal_fuse)
 norefsctl=$(find_bin tools/norefsctl)
 daemon_variants=(noref ref ref-fetchadd stackcopy cache=off kernel_cache)
-is_daemon() { [[ " ${daemon_variants[*]} " == *" $1 "* ]]; }
+is_daemon() { [[ " ${daemon_variants[*]} " == *" ${1%+uring} "* ]]; }
+is_uring() { [[ $1 == *+uring ]]; }
 skipped=()
 keep=()
 for v in "${variants[@]}"; do
@@ -159,6 +171,23 @@ for v in "${variants[@]}"; do
 done
 variants=("${keep[@]}")
 [ ${#variants[@]} -gt 0 ] || { echo "fs_bench: no variant left to run" >&2; exit 1; }
+
+# --io-uring: V+uring right after each FUSE variant V.
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_saved=""  # the parameter's value before we changed it ("": unchanged)
+if [ "$io_uring" = 1 ]; then
+  [ -e "$uring_param" ] || { echo "fs_bench: --io-uring: this kernel has no FUSE over io_uring ($uring_param is missing)" >&2; exit 1; }
+  if [ "$(cat "$uring_param")" != Y ] && [ "$(id -u)" -ne 0 ]; then
+    echo "fs_bench: --io-uring: $uring_param is $(cat "$uring_param"); run as root (the script turns it on while mounting) or set it to Y" >&2
+    exit 1
+  fi
+  with_uring=()
+  for v in "${variants[@]}"; do
+    with_uring+=("$v")
+    [ "$v" = direct ] || with_uring+=("$v+uring")
+  done
+  variants=("${with_uring[@]}")
+fi
 
 # ---- scratch space, mounts and their cleanup -----------------------------
 base=$(mktemp -d "${TMPDIR:-/tmp}/norefs-bench.XXXXXX")
@@ -186,9 +215,19 @@ unmount_one() {  # unmount_one MNT PID
   wait "$pid" 2>/dev/null || true
 }
 
+# Puts fuse.enable_uring back to what it was, if we changed it.
+uring_restore() {
+  if [ -n "$uring_saved" ]; then
+    echo "$uring_saved" >"$uring_param" 2>/dev/null ||
+      echo "fs_bench: could not set $uring_param back to $uring_saved" >&2
+    uring_saved=""
+  fi
+}
+
 cleanup() {
   local rc=$? i
   trap - EXIT INT TERM HUP
+  uring_restore
   for i in "${!mounts[@]}"; do unmount_one "${mounts[$i]}" "${pids[$i]}"; done
   # Anything still mounted under $base (a server interrupted between its
   # start and its registration above): its server exits once unmounted.
@@ -231,14 +270,15 @@ join_opts() { local IFS=,; echo "$*"; }
 
 daemon_o() {  # the -o list of a daemon variant
   local o=("stats_dir=$base/stats")
-  case $1 in
-    noref|ref|ref-fetchadd|stackcopy) o+=("read_path=$1") ;;
+  case ${1%+uring} in
+    noref|ref|ref-fetchadd|stackcopy) o+=("read_path=${1%+uring}") ;;
     cache=off) o+=(cache=off) ;;
     kernel_cache) o+=(kernel_cache) ;;
   esac
   [ "$cache_size" = default ] || o+=("cache_size=$cache_size")
   o+=("${fuse_common_opts[@]}")
   [ -z "$daemon_opts" ] || o+=("$daemon_opts")
+  ! is_uring "$1" || o+=(io_uring)
   join_opts "${o[@]}"
 }
 
@@ -252,6 +292,7 @@ echo "  tests:    ${tests[*]}"
 echo "  norefs:   $(bin_desc "$norefs")"
 for v in "${variants[@]}"; do is_daemon "$v" && echo "    $v: -o $(daemon_o "$v")"; done
 echo "  minimal:  $(bin_desc "$minimal")${fuse_common_opts:+ -o $(join_opts "${fuse_common_opts[@]}")}"
+[ "$io_uring" = 0 ] || echo "  io_uring: V+uring = V with -o io_uring; $uring_param is $(cat "$uring_param")$([ "$(cat "$uring_param")" = Y ] || echo ', set to Y while they mount')"
 echo "  norefsctl: $(bin_desc "$norefsctl")"
 echo "  fio $(fio --version | sed 's/^fio-//'), $(nproc) CPUs, kernel $(uname -r), scratch $base"
 echo "  results:  $out"
@@ -262,34 +303,53 @@ head -c $((64 << 20)) /dev/urandom >"$backing/rand64m"
 head -c $((256 << 20)) /dev/urandom >"$backing/seq256m"
 
 mkdir_mnt() { mktemp -d "$base/mnt-${1//=/-}.XXXXXX"; }
-up=()
-for v in "${variants[@]}"; do
-  case $v in
-    direct) up+=("$v") ;;
+# mount_variant V: mounts V; for V+uring also waits for a first answer
+# (INIT and the rings' registration happen before it).
+mount_variant() {
+  local v=$1 sfx="" uo=()
+  if is_uring "$v"; then sfx=+uring uo=(io_uring); fi
+  case ${v%+uring} in
+    direct) return 0 ;;
     minimal)
       # Two instances: f of one page for the 16-byte preads, f of 256 MiB
       # for the rest (random reads use its first 64 MiB).
-      msmall=$(mkdir_mnt minimal-small) mbig=$(mkdir_mnt minimal-big)
-      if mount_fuse minimal-small "$msmall" "$minimal" -f \
-           -o "$(join_opts size=4096 "${fuse_common_opts[@]}")" "$msmall" &&
-         mount_fuse minimal-big "$mbig" "$minimal" -f \
-           -o "$(join_opts size=$((256 << 20)) "${fuse_common_opts[@]}")" "$mbig"; then
-        up+=("$v")
-      else
-        skipped+=("$v (did not mount)")
-      fi
+      local msmall mbig
+      msmall=$(mkdir_mnt minimal-small$sfx) mbig=$(mkdir_mnt minimal-big$sfx)
+      mount_fuse minimal-small$sfx "$msmall" "$minimal" -f \
+        -o "$(join_opts size=4096 "${fuse_common_opts[@]}" "${uo[@]}")" "$msmall" &&
+        mount_fuse minimal-big$sfx "$mbig" "$minimal" -f \
+          -o "$(join_opts size=$((256 << 20)) "${fuse_common_opts[@]}" "${uo[@]}")" "$mbig" &&
+        { [ -z "$sfx" ] || { timeout 10 stat "$msmall/f" "$mbig/f" >/dev/null; }; }
       ;;
     *)
+      local m_
       m_=$(mkdir_mnt "$v")
-      if mount_fuse "$v" "$m_" "$norefs" -f -o "$(daemon_o "$v")" "$backing" "$m_"; then
-        up+=("$v")
-      else
-        skipped+=("$v (did not mount)")
-      fi
+      mount_fuse "$v" "$m_" "$norefs" -f -o "$(daemon_o "$v")" "$backing" "$m_" &&
+        { [ -z "$sfx" ] || timeout 10 stat "$m_" >/dev/null; }
       ;;
   esac
+}
+up=()
+for v in "${variants[@]}"; do
+  is_uring "$v" && continue
+  if mount_variant "$v"; then up+=("$v"); else skipped+=("$v (did not mount)"); fi
 done
-variants=("${up[@]}")
+if [ "$io_uring" = 1 ]; then
+  if [ "$(cat "$uring_param")" != Y ]; then
+    uring_saved=$(cat "$uring_param")
+    echo Y >"$uring_param"
+  fi
+  for v in "${variants[@]}"; do
+    is_uring "$v" || continue
+    if mount_variant "$v"; then up+=("$v"); else skipped+=("$v (did not mount)"); fi
+  done
+  # Every io_uring connection has negotiated it: the parameter goes back.
+  uring_restore
+fi
+# In the order of $variants (each V+uring after its V).
+up_ordered=()
+for v in "${variants[@]}"; do [[ " ${up[*]} " != *" $v "* ]] || up_ordered+=("$v"); done
+variants=("${up_ordered[@]}")
 [ ${#variants[@]} -gt 0 ] || { echo "fs_bench: nothing mounted" >&2; exit 1; }
 
 # file_for VARIANT TEST: the file the test reads in that variant.
@@ -302,7 +362,10 @@ file_for() {
   esac
   case $1 in
     direct) echo "$backing/$f" ;;
-    minimal) [ "$f" = onepage ] && echo "${mnt_of[minimal-small]}/f" || echo "${mnt_of[minimal-big]}/f" ;;
+    minimal|minimal+uring)
+      local sfx=""
+      is_uring "$1" && sfx=+uring
+      [ "$f" = onepage ] && echo "${mnt_of[minimal-small$sfx]}/f" || echo "${mnt_of[minimal-big$sfx]}/f" ;;
     *) echo "${mnt_of[$1]}/$f" ;;
   esac
 }
@@ -392,19 +455,19 @@ fi
 # ---- report ----------------------------------------------------------------
 config=$(jq -n --arg runtime "$runtime" --arg rounds "$rounds" --arg warm "$warm" \
   --argjson quick "$quick" --arg norefs "$norefs" --arg minimal "$minimal" \
-  --arg max_threads "$max_threads" --argjson clone_fd "$clone_fd" --arg daemon_opts "$daemon_opts" --arg cache_size "$cache_size" \
+  --arg max_threads "$max_threads" --argjson clone_fd "$clone_fd" --arg daemon_opts "$daemon_opts" --arg cache_size "$cache_size" --argjson io_uring "$io_uring" \
   --arg fio "$(fio --version)" --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
   --arg variants "${variants[*]}" --arg skipped "$(IFS=';'; echo "${skipped[*]}")" \
   --arg tests "${tests[*]}" \
   '{runtime_s: ($runtime | tonumber), rounds: ($rounds | tonumber), warm_s: ($warm | tonumber),
     quick: ($quick == 1), norefs: $norefs, minimal: $minimal,
     max_threads: (if $max_threads == "" then "default" else ($max_threads | tonumber) end),
-    clone_fd: ($clone_fd == 1), cache_size: $cache_size, daemon_opts: $daemon_opts, fio: $fio, kernel: $kernel,
+    clone_fd: ($clone_fd == 1), io_uring: ($io_uring == 1), cache_size: $cache_size, daemon_opts: $daemon_opts, fio: $fio, kernel: $kernel,
     cpus: $cpus, variants: ($variants | split(" ")),
     skipped: ($skipped | split(";") | map(select(. != ""))), tests: ($tests | split(" "))}')
 
 jq -s --argjson config "$config" --slurpfile stats "$stats_json" \
-  --argjson vorder "$(printf '%s\n' "${all_variants[@]}" | jq -R . | jq -s .)" \
+  --argjson vorder "$(for v in "${all_variants[@]}"; do echo "$v"; echo "$v+uring"; done | jq -R . | jq -s .)" \
   --argjson torder "$(printf '%s\n' "${all_tests[@]}" | jq -R . | jq -s .)" '
   def mean: if length == 0 then null else add / length end;
   def idx($a): . as $x | $a | index($x);
@@ -421,8 +484,10 @@ jq -s --argjson config "$config" --slurpfile stats "$stats_json" \
   | sort_by((.test | idx($torder)), (.variant | idx($vorder))) as $rows
   | [ $rows[] | . as $r
       | ($rows | map(select(.test == $r.test)) | map({key: .variant, value: .iops}) | from_entries) as $by
-      | $r + { vs_cache_off: ratio($r.iops; $by["cache=off"]), vs_minimal: ratio($r.iops; $by["minimal"]) } ] as $results
-  | [ $results | map(select(.test as $t | ["pread16-2", "pread16-4", "pread16-8"] | index($t)))
+      | $r + { vs_cache_off: ratio($r.iops; $by["cache=off"]), vs_minimal: ratio($r.iops; $by["minimal"]),
+               vs_dev_fuse: (if ($r.variant | endswith("+uring"))
+                             then ratio($r.iops; $by[$r.variant | rtrimstr("+uring")]) else null end) } ] as $results
+  | ([ $results | map(select(.test as $t | ["pread16-2", "pread16-4", "pread16-8"] | index($t)))
       | group_by(.test)[]
       | (map({key: .variant, value: .iops}) | from_entries) as $by
       | (.[0].test) as $t
@@ -430,37 +495,47 @@ jq -s --argjson config "$config" --slurpfile stats "$stats_json" \
             ratio: ratio($by["noref"]; $by["cache=off"]), need: 1.2 },
           { test: $t, target: "noref >= 0.9x minimal", noref: $by["noref"], other: $by["minimal"],
             ratio: ratio($by["noref"]; $by["minimal"]), need: 0.9 } )
-      | .met = (if .ratio == null then null else .ratio >= .need end) ] as $targets
+      | .met = (if .ratio == null then null else .ratio >= .need end) ]
+    + [ $results | map(select(.test as $t | ["pread16-1", "pread16-2"] | index($t)))
+        | group_by(.test)[]
+        | (map({key: .variant, value: .iops}) | from_entries) as $by
+        | (.[0].test) as $t
+        | ("minimal", "noref") as $v
+        | select($by | has($v + "+uring"))
+        | { test: $t, target: "\($v)+uring >= 1.3x \($v)", noref: $by[$v + "+uring"], other: $by[$v],
+            ratio: ratio($by[$v + "+uring"]; $by[$v]), need: 1.3 }
+        | .met = (if .ratio == null then null else .ratio >= .need end) ]) as $targets
   | { config: $config, results: $results, targets: $targets,
       daemon_stats: $stats[0], runs: $runs }' "$runs" >"$out/fs_bench.json"
 
 jq -r '(["test", "numjobs", "variant", "runs_ok", "iops", "iops_min", "iops_max", "spread",
-         "bw_mib_s", "vs_cache_off", "vs_minimal"] | @csv),
+         "bw_mib_s", "vs_cache_off", "vs_minimal", "vs_dev_fuse"] | @csv),
        (.results[] | [.test, .numjobs, .variant, .runs_ok, .iops, .iops_min, .iops_max, .spread,
-                      .bw_mib_s, .vs_cache_off, .vs_minimal] | @csv)' \
+                      .bw_mib_s, .vs_cache_off, .vs_minimal, .vs_dev_fuse] | @csv)' \
   "$out/fs_bench.json" >"$out/fs_bench.csv"
 
 echo
 echo "fs_bench: mean of ${rounds} round(s) of ${runtime} s; spread = (max - min) / mean over rounds"
 jq -r '.results[] | [.test, .variant, .runs_ok, .runs, .iops, .spread, .bw_mib_s, .vs_cache_off,
-                     .vs_minimal] | map(if . == null then "-" else tostring end) | @tsv' \
-  "$out/fs_bench.json" | awk -F'\t' '
+                     .vs_minimal, .vs_dev_fuse] | map(if . == null then "-" else tostring end) | @tsv' \
+  "$out/fs_bench.json" | awk -F'\t' -v uring="$io_uring" '
   function num(x, f, k) { return x == "-" ? "-" : sprintf(f, k == "" ? x : x * k) }
-  BEGIN { printf "%-11s %-13s %5s %12s %7s %10s %9s %9s\n", "test", "variant", "runs",
-          "IOPS", "spread", "MiB/s", "/cache=off", "/minimal" }
+  BEGIN { printf "%-11s %-19s %5s %12s %7s %10s %9s %9s%s\n", "test", "variant", "runs",
+          "IOPS", "spread", "MiB/s", "/cache=off", "/minimal", uring ? "  /dev/fuse" : "" }
   $1 != prev && NR > 1 { print "" }
   { prev = $1
-    printf "%-11s %-13s %2s/%-2s %12s %6s%% %10s %9s %9s\n", $1, $2, $3, $4, num($5, "%.0f"),
-           num($6, "%.1f", 100), num($7, "%.1f"), num($8, "%.3f"), num($9, "%.3f") }'
+    printf "%-11s %-19s %2s/%-2s %12s %6s%% %10s %9s %9s%s\n", $1, $2, $3, $4, num($5, "%.0f"),
+           num($6, "%.1f", 100), num($7, "%.1f"), num($8, "%.3f"), num($9, "%.3f"),
+           uring ? sprintf(" %10s", num($10, "%.3f")) : "" }'
 
 echo
-echo "targets (16-byte pread, 2 to 8 jobs):"
+echo "targets (16-byte pread: 2 to 8 jobs; over io_uring: 1 and 2 jobs):"
 jq -r '.targets[] | [.test, .target, (.noref // "-" | tostring), (.other // "-" | tostring),
         (.ratio // "-" | tostring), (if .met == null then "not evaluated (missing variant)"
                                       elif .met then "met" else "NOT met" end)] | @tsv' \
   "$out/fs_bench.json" | awk -F'\t' '
   function num(x, f) { return x == "-" ? "-" : sprintf(f, x) }
-  { printf "  %-10s %-25s noref %10s vs %10s IOPS = %6s  %s\n", $1, $2, num($3, "%.0f"),
+  { printf "  %-10s %-30s %10s vs %10s IOPS = %6s  %s\n", $1, $2, num($3, "%.0f"),
            num($4, "%.0f"), num($5, "%.3f"), $6 }'
 
 if [ "$(jq '.daemon_stats | length' "$out/fs_bench.json")" -gt 0 ]; then
@@ -471,9 +546,9 @@ if [ "$(jq '.daemon_stats | length' "$out/fs_bench.json")" -gt 0 ]; then
        ($c.stops | to_entries | sort_by(-.value.count) | map(select(.value.count > 0))[:3]
         | map("\(.key) \(.value.share * 100 | floor)%") | join(", "))] | map(tostring) | @tsv' \
     "$out/fs_bench.json" | awk -F'\t' '
-    BEGIN { printf "  %-13s %-12s %12s %12s %9s %7s %7s  %s\n", "variant", "read_path", "reads",
+    BEGIN { printf "  %-19s %-12s %12s %12s %9s %7s %7s  %s\n", "variant", "read_path", "reads",
             "hits", "misses", "hit%", "fast%", "stops" }
-    { printf "  %-13s %-12s %12s %12s %9s %6.1f%% %6.1f%%  %s\n", $1, $2, $3, $4, $5, $6 * 100,
+    { printf "  %-19s %-12s %12s %12s %9s %6.1f%% %6.1f%%  %s\n", $1, $2, $3, $4, $5, $6 * 100,
              $7 * 100, $8 }'
 fi
 echo

@@ -7,7 +7,7 @@
 // fuse_reply_buf() from the buffer.  It measures the FUSE round trip of the
 // machine, the ceiling any daemon's served-from-memory read can reach.
 //
-//   norefs_minimal_fuse [-f] [-s] [-d] [-o size=N,max_threads=N,clone_fd,...] <mountpoint>
+//   norefs_minimal_fuse [-f] [-s] [-d] [-o size=N,max_threads=N,clone_fd,io_uring,...] <mountpoint>
 //
 // Threads: handled as the norefs daemon handles them (fs/daemon.cc,
 // fs/options.cc), so that the two differ only in what a read does:
@@ -18,8 +18,16 @@
 // to the idle-thread setter by mistake: libfuse PR 1034).  Files are opened direct_io, like the
 // daemon's default, so every read reaches this process.
 //
+// Transport: /dev/fuse by default, through libfuse's own loop and I/O.
+// -o io_uring serves requests over the kernel's FUSE io_uring queues with the
+// daemon's transport module (fs/fuse_uring.h, fs/fuse_io.h: the INIT patch
+// that asks for it and the routing of replies), so that both measure the
+// same transport; it fails with a message when the kernel does not allow it
+// (module parameter fuse.enable_uring off).  See docs/fuse-io-uring.md.
+//
 // This is the one file outside fs/ that includes <fuse_lowlevel.h>: it is a
-// measuring instrument for fs/, not part of it, and shares no code with it.
+// measuring instrument for fs/, not part of it, and shares no code with it
+// except that transport module (which depends on libfuse and liburing only).
 
 #define FUSE_USE_VERSION 312
 
@@ -35,9 +43,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fs/fuse_io.h"
+#include "fs/fuse_uring.h"
 
 namespace {
 
@@ -51,12 +63,14 @@ constexpr double kTimeout = 86400.0;
 struct Options {
   unsigned long size = 4096;
   unsigned max_threads = 0;  // 0: default_max_threads()
+  int io_uring = 0;
 };
 
 // Consumed here, so that libfuse never sees them.
 constexpr fuse_opt kOptSpecs[] = {
     {"size=%lu", offsetof(Options, size), 0},
     {"max_threads=%u", offsetof(Options, max_threads), 0},
+    {"io_uring", offsetof(Options, io_uring), 1},
     FUSE_OPT_END,
 };
 
@@ -182,8 +196,10 @@ void usage(const char* prog) {
       "usage: %s [options] <mountpoint>\n\n"
       "One read-only file \"f\" served from memory (byte i = i %% 251), opened direct_io.\n"
       "    -o size=N              size of f in bytes (default 4096)\n"
-      "    -o max_threads=N       worker thread maximum (default max(10, 2 x cores) = %u)\n",
-      prog, default_max_threads());
+      "    -o max_threads=N       worker thread maximum (default max(10, 2 x cores) = %u)\n"
+      "    -o io_uring            serve requests over FUSE io_uring queues (one per CPU,\n"
+      "                           %u entries each); needs fuse.enable_uring=Y\n",
+      prog, default_max_threads(), norefs::fs::FuseUring::kDefaultDepth);
 }
 
 }  // namespace
@@ -198,6 +214,8 @@ int main(int argc, char** argv) {
   fuse_session* se = nullptr;
   fuse_lowlevel_ops ops = make_ops();
   std::vector<char> data;
+  std::unique_ptr<norefs::fs::FuseUring> uring;
+  std::string error;
   if (cmd.show_help) {
     usage(argv[0]);
     fuse_cmdline_help();
@@ -221,15 +239,23 @@ int main(int argc, char** argv) {
   g_data = data.data();
   g_size = data.size();
   if (opt.max_threads == 0) opt.max_threads = default_max_threads();
+  if (opt.io_uring) {
+    error = norefs::fs::FuseUring::available();
+    if (!error.empty()) {
+      std::fprintf(stderr, "norefs_minimal_fuse: -o io_uring: %s\n", error.c_str());
+      ret = 1;
+      goto out_args;
+    }
+  }
   // Effective configuration first, on stderr: stdout is free for -d's log.
   std::fprintf(
       stderr,
       "norefs_minimal_fuse: %s: f = %lu bytes, %s, max_threads %u, max_idle_threads %s, "
-      "clone_fd %d, direct_io\n",
+      "clone_fd %d, direct_io, %s\n",
       cmd.mountpoint, opt.size, cmd.singlethread ? "single-threaded" : "multithreaded",
       opt.max_threads,
       cmd.max_idle_threads == UINT_MAX ? "unlimited" : std::to_string(cmd.max_idle_threads).c_str(),
-      cmd.clone_fd);
+      cmd.clone_fd, opt.io_uring ? "io_uring" : "/dev/fuse");
 
   fuse_opt_add_arg(&args, "-ofsname=norefs_minimal,subtype=norefs_minimal");
   se = fuse_session_new(&args, &ops, sizeof(ops), nullptr);
@@ -240,6 +266,22 @@ int main(int argc, char** argv) {
   if (fuse_set_signal_handlers(se) != 0) goto out_session;
   if (fuse_session_mount(se, cmd.mountpoint) != 0) goto out_signals;
   fuse_daemonize(cmd.foreground);
+  // After fuse_daemonize(): its fork would leave the queue threads behind.
+  if (opt.io_uring) {
+    uring = norefs::fs::FuseUring::create(se, norefs::fs::FuseUring::kDefaultDepth,
+                                          "norefs_minimal_fuse", &error);
+    if (!uring) {
+      std::fprintf(stderr, "norefs_minimal_fuse: -o io_uring: %s\n", error.c_str());
+      goto out_unmount;
+    }
+    std::fprintf(stderr, "norefs_minimal_fuse: io_uring: %u queues of %u entries\n",
+                 uring->queues(), uring->depth());
+    if (norefs::fs::install_fuse_io(se, {.direct_io_allow_mmap = false, .uring = uring.get()}) !=
+        0) {
+      std::fprintf(stderr, "norefs_minimal_fuse: cannot install the io_uring transport\n");
+      goto out_unmount;
+    }
+  }
   if (cmd.singlethread) {
     ret = fuse_session_loop(se);
   } else {
@@ -253,11 +295,20 @@ int main(int argc, char** argv) {
     fuse_loop_cfg_destroy(cfg);
   }
   ret = ret ? 1 : 0;
+  if (uring) {
+    // The queue threads use the session: they end before it does.
+    uring->stop();
+    std::fprintf(stderr, "norefs_minimal_fuse: io_uring: %llu requests served over the rings\n",
+                 static_cast<unsigned long long>(uring->requests_served()));
+    if (uring->failed()) ret = 1;
+  }
+out_unmount:
   fuse_session_unmount(se);
 out_signals:
   fuse_remove_signal_handlers(se);
 out_session:
   fuse_session_destroy(se);
+  uring.reset();
 out_args:
   std::free(cmd.mountpoint);
   fuse_opt_free_args(&args);

@@ -5,8 +5,9 @@
 set -euo pipefail
 # spin: the model check of the deferral ordering (tests/model).
 # clang-format, clang-tidy: tools/test.sh's style checks (tools/tidy.sh).
+# liburing-dev: FUSE over io_uring (fs/fuse_uring.h).
 pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
-      fio jq nlohmann-json3-dev libcli11-dev spin tmux clang-format clang-tidy)
+      liburing-dev fio jq nlohmann-json3-dev libcli11-dev spin tmux clang-format clang-tidy)
 # The package and its tests (packaging/, tests/packaging): dpkg-shlibdeps for
 # the Depends, rst2man for the man pages, lintian, systemd-analyze.  Without
 # their Recommends: 27 MB and about a minute on a fresh Debian 12 machine

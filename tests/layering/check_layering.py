@@ -11,7 +11,9 @@ Layers (tools -> fs -> cache -> alloc; nothing includes upwards):
   cache/  includes alloc/ and cache/
   fs/     includes alloc/, cache/ and fs/
   tools/  includes alloc/, cache/, tools/, and from fs/ only fs/control.h
-          (the ioctl ABI: tools reach the daemon only through a mount)
+          (the ioctl ABI: tools reach the daemon only through a mount) and
+          the FUSE transport fs/fuse_io.h, fs/fuse_uring.h (libfuse and
+          liburing only: the minimal server serves over it)
 Project includes are written from the project root ("alloc/page.h"), never
 with "..".
 The tests are held to what their binary links by the compiler instead
@@ -40,6 +42,8 @@ MAY_INCLUDE = {
 # Single headers allowed across a layer boundary, and why.
 EXCEPTIONS = {
     ("tools", "fs/control.h"): "the ioctl ABI",
+    ("tools", "fs/fuse_io.h"): "the FUSE transport (norefs_fuse_io)",
+    ("tools", "fs/fuse_uring.h"): "the FUSE transport (norefs_fuse_io)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

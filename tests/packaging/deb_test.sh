@@ -78,7 +78,7 @@ if grep -q '^E: ' "$scratch/lintian.log"; then fail "lintian reports errors"; el
 # ── Control fields ──
 control=$(dpkg-deb -f "$deb")
 depends=$(dpkg-deb -f "$deb" Depends)
-for d in libfuse3-3 liburcu8 libjemalloc2 fuse3; do
+for d in libfuse3-3 liburcu8 libjemalloc2 liburing2 fuse3; do
   [[ ", $depends," == *", $d"[\ ,]* ]] || fail "Depends lacks $d: $depends"
 done
 [[ $(dpkg-deb -f "$deb" Recommends) == *fio* ]] || fail "Recommends lacks fio"
