@@ -27,8 +27,13 @@ run() {  # run NAME [cmake args...]
   shift
   echo "== $name: build"
   "$root/tools/build.sh" "$root/build/$name" "$@"
-  echo "== $name: test"
-  (cd "$root/build/$name" && ctest --output-on-failure --timeout 300) || status=1
+  # The unit tests run one per core; the stress tests (timed loads) and the
+  # packaging tests one at a time, alone on the machine.
+  echo "== $name: test (unit)"
+  (cd "$root/build/$name" && ctest --output-on-failure --timeout 300 -j"$(nproc)" -L unit) ||
+    status=1
+  echo "== $name: test (stress, packaging)"
+  (cd "$root/build/$name" && ctest --output-on-failure --timeout 300 -LE unit) || status=1
 }
 # The release build builds everything: its packaging tests (tests/packaging)
 # package, install and run every program, and check the man pages.  Line
