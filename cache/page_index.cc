@@ -7,7 +7,6 @@
 
 namespace norefs::cache {
 
-
 PageIndex::~PageIndex() { free_tree(root_.load(std::memory_order_relaxed)); }
 
 void PageIndex::free_tree(Node* n) {
