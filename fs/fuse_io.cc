@@ -46,6 +46,10 @@ std::uint32_t wanted2 = 0;  // the flags2 bits the INIT reply asks for
 std::atomic<std::uint64_t> init_unique{0};  // 0: no INIT seen yet
 std::atomic<std::uint32_t> offered2{0};     // the kernel's flags2 (if FUSE_INIT_EXT)
 std::atomic<bool> patched{false};
+// Relaxed: a fact about the connection, read by open() to choose its
+// flags; it orders nothing else (a reader that misses it only chooses the
+// conservative flags for a request that raced with INIT, which cannot
+// happen: INIT is answered before any other request is read).
 std::atomic<bool> negotiated{false};
 
 ssize_t io_read(int fd, void* buf, size_t len, void* /*userdata*/) {
