@@ -46,11 +46,6 @@ std::uint32_t wanted2 = 0;  // the flags2 bits the INIT reply asks for
 std::atomic<std::uint64_t> init_unique{0};  // 0: no INIT seen yet
 std::atomic<std::uint32_t> offered2{0};     // the kernel's flags2 (if FUSE_INIT_EXT)
 std::atomic<bool> patched{false};
-// Relaxed: a fact about the connection, read by open() to choose its
-// flags; it orders nothing else (a reader that misses it only chooses the
-// conservative flags for a request that raced with INIT, which cannot
-// happen: INIT is answered before any other request is read).
-std::atomic<bool> negotiated{false};
 
 ssize_t io_read(int fd, void* buf, size_t len, void* /*userdata*/) {
   ssize_t n = read(fd, buf, len);
@@ -103,9 +98,6 @@ ssize_t write_init_reply(int fd, struct iovec* iov, int count) {
     copy[1].iov_base = &arg;
     copy[1].iov_len = len;
     n = writev(fd, copy, count);
-    if (n >= 0 && (ask & flags2_bit(kDirectIoAllowMmap))) {
-      negotiated.store(true, std::memory_order_relaxed);
-    }
   }
   if (options.uring) {
     if (n < 0) {
@@ -156,7 +148,5 @@ int install_fuse_io(fuse_session* se, const FuseIoOptions& opt) {
   };
   return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
-
-bool direct_io_mmap_negotiated() { return negotiated.load(std::memory_order_relaxed); }
 
 }  // namespace norefs::fs

@@ -59,8 +59,4 @@ struct FuseIoOptions {
 // exchange is remembered in process-wide state.  Returns 0 or -errno.
 int install_fuse_io(fuse_session* se, const FuseIoOptions& options = {});
 
-// Whether the kernel accepted shared mappings of direct_io files: known
-// after FUSE_INIT was answered (for the daemon's log and the tests).
-bool direct_io_mmap_negotiated();
-
 }  // namespace norefs::fs
