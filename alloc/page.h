@@ -8,11 +8,8 @@
 // page's data lives in the page arena (alloc/page_arena.h); the descriptor
 // lives in the same arena, one cache line each.
 //
-//   state, 64 bits:
-//   +---------+----------------------------------------------------------+
-//   | 63      | 62 .. 0                                                  |
-//   | rcu_free| owner's bits (refcount, uptodate, ... : cache/page.h)    |
-//   +---------+----------------------------------------------------------+
+// The state word, 64 bits, is drawn once, with every bit, at the top of
+// cache/page.h: bit 63 is rcu_free (alloc/'s), bits 62..0 are the owner's.
 //
 // rcu_free: set by the owner at the point the page leaves every index a
 // lockless reader can search, before the owner drops its reference.  The one

@@ -58,7 +58,8 @@
 //    frees it and cuts the next.  liburcu 0.13's worker sleeps 10 ms per
 //    batch, so pages wait ~10 ms and pile up without expedite.
 //
-// Lock order: registry_mu_ -> slot lock.  The expedite queue lock and the
+// Lock order (the whole process, one table: docs/design.md#lock-order):
+// LivePools::mu -> registry_mu -> slot lock; the expedite queue lock and the
 // driver's wake lock are leaves.  No lock here is taken inside a read-side
 // section, and none is held across synchronize().
 #pragma once

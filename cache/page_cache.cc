@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // cache/page_cache.cc — files, the operations that change them, the LRU
-// lists and eviction under the memory limit.  Protocol, lock order and page
-// states: page_cache.h.
+// lists and eviction under the memory limit.  Protocol: read_loop.h; lock
+// order and page states: page_cache.h.
 #include "cache/page_cache.h"
 
 #include <cerrno>

@@ -5,57 +5,13 @@
 // Usable as a library without FUSE; the daemon, the tools and the tests all
 // use this API.
 //
-// ── The lockless read protocol (written once; every use points here) ──────
-//
-// A fast-path (noref) reader, for each page, inside one rcu::ReadGuard:
-//   isize0 = i_size (acquire), once per batch, before any lookup
-//   p = index.lookup(idx)                  stop `missing` if none
-//   s = pg::load(*p) (acquire)             stop `not_uptodate`, `readahead`,
-//                                          `drop_behind`, `accessed` (the exact
-//                                          mark_accessed no-op test, page.h)
-//   isize1 = i_size (acquire), after the uptodate test; stop `past_eof`
-//   copy bytes [pos, min(page end, isize0, isize1)) from p->data
-// and writes no shared memory at all (its counters are per thread).
-//
-// Why the bytes are right:
-//  - Memory: p was in the index when looked up under the section, so its
-//    memory is not reused before read_unlock() (alloc/page_pool.h: removal
-//    sets rcu_free before the last put, and such pages wait for a grace
-//    period).  Eviction may freeze p under us; that changes no byte.
-//  - Content: pages are immutable once uptodate (cache/page.h).  Every
-//    change of bytes replaces the page (copy-on-write) under the file's
-//    lock; uptodate is published with a release RMW after the bytes.
-//  - Size: writers change the index first and store i_size (release)
-//    after, under the file's lock; truncate down stores the smaller i_size
-//    first and removes or zeroes pages after.  A reader that copies up to
-//    isize0 looked the page up after reading isize0 (acquire), so it sees
-//    the index at least as new as that size: it never pairs a page removed
-//    before a size change with the bytes that change exposed.  Re-reading
-//    i_size after the uptodate test (isize1, as filemap_read() does) keeps
-//    a truncate that happened meanwhile from exposing bytes past the new
-//    end.  A read returns, for each byte, a value the file held at that
-//    offset at some moment during the read: never bytes that were never in
-//    the file.  (Like the kernel, a read that races a size change may see
-//    the old or the new end, and a read spanning several pages is not
-//    atomic across them.)
-// At the batch limit the fast path leaves its section and starts the next
-// batch (the kernel's loop between batches); every other stop hands the
-// next page to the reference path.
-// The reference path does the same checks holding a reference instead of
-// the section (lookup + try_get + re-lookup under the section), so it may
-// sleep (fill, wait for a fill, I/O).  It continues from exactly where the
-// fast path stopped; stopping is never an error.
+// The lockless read protocol, the read loop's stop reasons and its options:
+// cache/read_loop.h.  The configuration: cache/config.h.
 //
 // ── Lock order ─────────────────────────────────────────────────────────────
-//   caller's writer lock of the file (the daemon's, like i_rwsem)
-//     -> PageCache::reserve_mu_ (with a limit only)
-//     -> CachedFile::mu_ -> PageCache::lru_mu_
-//   Eviction holds lru_mu_ and only try-locks CachedFile::mu_ (reverse
-//   order, so it never waits).  No lock is taken inside a read-side section
-//   by the fast path; the reference path takes none inside one either.
-//   Nothing waits for a grace period holding any of them, except that
-//   reserve() drains holding reserve_mu_, which no reader ever waits for
-//   inside a read-side section.
+//   One table for the whole process: docs/design.md#lock-order.  Here:
+//   caller's writer lock -> reserve_mu_ -> CachedFile::mu_ -> lru_mu_, and
+//   eviction only try-locks a CachedFile::mu_ under lru_mu_.
 //
 // ── Page states in a file's index ─────────────────────────────────────────
 //   !uptodate: being filled by a readahead; the filler holds a reference
@@ -87,50 +43,15 @@
 #include "alloc/page_pool.h"
 #include "cache/backing.h"
 #include "cache/cache_stats.h"
+#include "cache/config.h"
 #include "cache/page.h"
 #include "cache/page_index.h"
+#include "cache/read_loop.h"
 
 namespace norefs::cache {
 
 using alloc::kPageShift;
 using alloc::kPageSize;
-
-// The four read paths (design.md, "Read paths to compare").
-enum class ReadPath : std::uint8_t { noref, ref, ref_fetchadd, stackcopy };
-std::string_view read_path_name(ReadPath p);
-std::optional<ReadPath> parse_read_path(std::string_view s);  // "noref", "ref", ...
-
-inline constexpr unsigned kMaxBatch = 256;
-
-struct PageCacheConfig {
-  ReadPath read_path = ReadPath::noref;
-  // Page memory and the deferred free; `pool.defer = false` with noref is
-  // the unsafe control.
-  alloc::PagePoolConfig pool;
-  // Fast path: at most this many pages per read-side section
-  // (FOLIO_BATCH_SIZE), 1..kMaxBatch.
-  unsigned batch = 31;
-  // Hard bound on cache memory in pages, counting pages still waiting for a
-  // grace period.  0: unbounded.
-  std::size_t limit_pages = 0;
-  // Readahead window maximum in pages (the kernel's default ra_pages is 32,
-  // 128 KiB).  0: no readahead, a miss reads only the pages requested.
-  unsigned readahead_max_pages = 32;
-  // Start the next window on a readahead mark from a worker thread (true),
-  // or synchronously in the reader (false; for deterministic tests).
-  bool async_readahead = true;
-  // stackcopy: reads up to this many bytes inside one page take the stack
-  // copy (Kirill's patch used 1024); larger ones take the reference path.
-  std::size_t stackcopy_max = 1024;
-  // Where the cache's counters are published (CacheStats); empty = anonymous.
-  std::string stats_path;
-  // Write-allocate (write()): a partial page of a write that is not cached
-  // is read from the backing file and cached (true), or left uncached
-  // (false).  Whole pages are always cached.  Measured in docs/punch-wait.md.
-  bool write_fill_partial = true;
-  // Threads that may read at once (stats slots).
-  std::size_t max_threads = 1024;
-};
 
 class PageCache;
 
@@ -187,22 +108,6 @@ class FileHandle {
  private:
   std::shared_ptr<CachedFile> file_;
 };
-
-struct ReadOptions {
-  // Checked before every page; set by whoever learns the request was
-  // interrupted.  The fast path stops (`interrupted`); the reference path
-  // returns what was read, or -EINTR if nothing was.
-  const std::atomic<bool>* interrupted = nullptr;
-  // RWF_DONTCACHE: pages this read brings in are drop-behind, and are
-  // removed once read.
-  bool drop_behind = false;
-};
-
-// read_iov's sender: called inside the read-side section with iovecs that
-// point into cache pages; they are valid only until it returns.  read_iov
-// touches neither the handle nor the file after calling it, so the sender
-// may complete the request (after which the handle may be freed).
-using IovSender = std::function<void(const iovec* iov, int iovcnt)>;
 
 class PageCache {
  public:

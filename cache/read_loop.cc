@@ -3,7 +3,7 @@
 // cache/read_loop.cc — the read loop, shaped like filemap_read(): the
 // no-reference fast path copies as far as it can, at most `batch` pages per
 // read-side section; on any reason to stop, the reference path continues
-// from exactly there.  The protocol and why it is safe: page_cache.h.
+// from exactly there.  The protocol and why it is safe: read_loop.h.
 #include <cerrno>
 #include <chrono>
 #include <cstring>

@@ -15,8 +15,8 @@
 // also pins the backing inode, so its (st_dev, st_ino) cannot be reused by
 // another file while the Inode exists.
 //
-// Lock order: Inode::writer_mu -> (cache: CachedFile::mu_ -> lru_mu_).
-// InodeTable::mu_ is a leaf: nothing else is taken while it is held.
+// Lock order (the whole process, one table: docs/design.md#lock-order):
+// Inode::writer_mu comes first; InodeTable::mu_ is a leaf.
 #pragma once
 
 #include <sys/stat.h>

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/page_cache.h"
+#include "cache/config.h"
 
 namespace norefs::fs {
 
