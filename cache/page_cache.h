@@ -184,6 +184,11 @@ class PageCache {
                          const ReadOptions& opt, CacheSlot& st);
   FastResult fast_stackcopy(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst,
                             const ReadOptions& opt, CacheSlot& st);
+  // The two ends of a read whose first batch the fast path took, shared by
+  // read() and read_iov(): served whole, or continued by the loop.
+  ssize_t fast_served(std::size_t n, CacheSlot& st);
+  ssize_t fast_stopped(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
+                       const FastResult& r, const ReadOptions& opt, CacheSlot& st);
   ssize_t read_from(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
                     std::size_t done, Stop stopped, const ReadOptions& opt, CacheSlot& st);
   ssize_t slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* dst, bool mark,

@@ -362,6 +362,25 @@ ssize_t PageCache::read_from(FileHandle& h, std::uint64_t pos, std::size_t len, 
   return static_cast<ssize_t>(done);
 }
 
+// The fast path's first batch served the whole read of n bytes (the caller
+// has stored the handle's prev_pos).  Touches only this thread's counters:
+// read_iov() calls it after its reply is out, when the handle may be gone.
+inline ssize_t PageCache::fast_served(std::size_t n, CacheSlot& st) {
+  bump(st, Ctr::fast_reads);
+  bump(st, Ctr::bytes, n);
+  return static_cast<ssize_t>(n);
+}
+
+// The fast path's first batch stopped short with r.n bytes in buf: count
+// why, and the loop continues from there (a batch stop is no reason: the
+// loop starts the next batch).
+ssize_t PageCache::fast_stopped(FileHandle& h, std::uint64_t pos, std::size_t len,
+                                std::byte* buf, const FastResult& r, const ReadOptions& opt,
+                                CacheSlot& st) {
+  bump(st, stop_counter(r.stop));
+  return read_from(h, pos, len, buf, r.n, r.stop == Stop::batch ? Stop::kCount : r.stop, opt, st);
+}
+
 ssize_t PageCache::read(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
                         const ReadOptions& opt) {
   CacheSlot& st = stats_.slot();
@@ -375,14 +394,9 @@ ssize_t PageCache::read(FileHandle& h, std::uint64_t pos, std::size_t len, std::
       rcu::ReadGuard g;
       r = fast_locked(h, pos, len, sink, opt, st);
     }
-    if (r.complete) {
-      h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
-      bump(st, Ctr::fast_reads);
-      bump(st, Ctr::bytes, r.n);
-      return static_cast<ssize_t>(r.n);
-    }
-    bump(st, stop_counter(r.stop));
-    return read_from(h, pos, len, buf, r.n, r.stop == Stop::batch ? Stop::kCount : r.stop, opt, st);
+    if (!r.complete) return fast_stopped(h, pos, len, buf, r, opt, st);
+    h.ra.prev_pos.store(pos + r.n, std::memory_order_relaxed);
+    return fast_served(r.n, st);
   }
   return read_from(h, pos, len, buf, 0, Stop::kCount, opt, st);
 }
@@ -418,15 +432,10 @@ ssize_t PageCache::read_iov(FileHandle& h, std::uint64_t pos, std::size_t len, s
       }
     }
   }
-  if (r.complete) {
-    *sent = true;
-    bump(st, Ctr::fast_reads);
-    bump(st, Ctr::zero_copy_reads);
-    bump(st, Ctr::bytes, r.n);
-    return static_cast<ssize_t>(r.n);
-  }
-  bump(st, stop_counter(r.stop));
-  return read_from(h, pos, len, buf, r.n, r.stop, opt, st);
+  if (!r.complete) return fast_stopped(h, pos, len, buf, r, opt, st);
+  *sent = true;
+  bump(st, Ctr::zero_copy_reads);
+  return fast_served(r.n, st);
 }
 
 }  // namespace norefs::cache
