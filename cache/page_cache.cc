@@ -275,9 +275,8 @@ int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::si
 Page* PageCache::read_for_write(CachedFile& f, std::uint64_t idx, CacheSlot& st) {
   Page* p = nullptr;
   {
-    std::unique_lock reserving(reserve_mu_, std::defer_lock);
-    if (config_.limit_pages) reserving.lock();
-    if (reserve(1, st)) p = pool_.alloc();
+    Reservation res(*this, st);
+    if (res.take(1)) p = pool_.alloc();
   }
   if (!p) return nullptr;
   std::size_t got = 0;
@@ -335,14 +334,13 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
   // ones read above; failing that, for as many as the limit allows, or at
   // least for the copies of the cached ones.
   std::size_t want = last - first + 1 - (filled[0] != nullptr) - (filled[1] != nullptr);
-  std::unique_lock reserving(reserve_mu_, std::defer_lock);
+  Reservation res(*this, st);
   std::size_t room = want;
   if (config_.limit_pages) {
-    reserving.lock();
     room = std::min(want, config_.limit_pages);
-    if (!reserve(room, st)) {
+    if (!res.take(room)) {
       std::size_t copies = count_cached(f, first, last);
-      room = reserve(copies, st) ? copies : 0;
+      room = res.take(copies) ? copies : 0;
     }
   }
   int err = 0;
@@ -422,9 +420,8 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
 
 int PageCache::truncate(CachedFile& f, std::uint64_t size) {
   CacheSlot& st = stats_.slot();
-  std::unique_lock reserving(reserve_mu_, std::defer_lock);
-  if (config_.limit_pages) reserving.lock();
-  bool room = reserve(1, st);
+  Reservation res(*this, st);
+  bool room = res.take(1);
   int err = 0;
   PageList out;
   {
@@ -457,9 +454,8 @@ int PageCache::punch(CachedFile& f, std::uint64_t off, std::uint64_t len) {
   if (len == 0) return 0;
   CacheSlot& st = stats_.slot();
   const std::uint64_t end = off + len < off ? ~std::uint64_t{0} : off + len;
-  std::unique_lock reserving(reserve_mu_, std::defer_lock);
-  if (config_.limit_pages) reserving.lock();
-  bool room = reserve(2, st);
+  Reservation res(*this, st);
+  bool room = res.take(2);
   int err = 0;
   PageList out;
   {

@@ -230,6 +230,23 @@ class PageCache {
   void free_removed(PageList& pages);
   std::size_t shrink(std::size_t want, CacheSlot& st);
   bool reserve(std::size_t pages, CacheSlot& st);
+  // Room under the memory limit, for one step: holds reserve_mu_ for its
+  // lifetime when there is a limit (the caller allocates what it reserved
+  // before the reservation ends), no lock otherwise.  take() is reserve()
+  // under it; without a limit it always has room.
+  class Reservation {
+   public:
+    Reservation(PageCache& c, CacheSlot& st)
+        : c_(c), st_(st), lk_(c.reserve_mu_, std::defer_lock) {
+      if (c.config_.limit_pages) lk_.lock();
+    }
+    bool take(std::size_t pages) { return c_.reserve(pages, st_); }
+
+   private:
+    PageCache& c_;
+    CacheSlot& st_;
+    std::unique_lock<std::mutex> lk_;
+  };
   void lru_add(Page* p);
   void lru_del(Page* p);
   void lru_del_locked(Page* p);

@@ -175,10 +175,9 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
   pages.reserve(n);
   {
     // The reservation and the allocations it made room for are one step.
-    std::unique_lock reserving(reserve_mu_, std::defer_lock);
-    if (config_.limit_pages) reserving.lock();
-    if (!reserve(n, st)) {
-      if (n == 1 || !reserve(1, st)) return -ENOMEM;
+    Reservation res(*this, st);
+    if (!res.take(n)) {
+      if (n == 1 || !res.take(1)) return -ENOMEM;
       n = 1;
     }
     for (std::uint64_t i = 0; i < n; i++) {
