@@ -23,10 +23,11 @@ fi
 # server, which they run); the benchmark mains are not needed here.
 export NOREFS_TARGETS="norefs_alloc_tests norefs_cache_tests norefs_tools_tests norefs_fs_tests"
 run() {  # run NAME [cmake args...]
-  local name=$1
+  local name=$1 t0=$SECONDS
   shift
   echo "== $name: build"
   "$root/tools/build.sh" "$root/build/$name" "$@"
+  echo "== $name: built in $((SECONDS - t0)) s"
   # The unit tests run one per core; the stress tests (timed loads) and the
   # packaging tests one at a time, alone on the machine.
   echo "== $name: test (unit)"
@@ -34,6 +35,7 @@ run() {  # run NAME [cmake args...]
     status=1
   echo "== $name: test (stress, packaging)"
   (cd "$root/build/$name" && ctest --output-on-failure --timeout 300 -LE unit) || status=1
+  echo "== $name: built and tested in $((SECONDS - t0)) s"
 }
 # The release build builds everything: its packaging tests (tests/packaging)
 # package, install and run every program, and check the man pages.  Line
