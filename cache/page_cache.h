@@ -236,8 +236,7 @@ class PageCache {
   // under it; without a limit it always has room.
   class Reservation {
    public:
-    Reservation(PageCache& c, CacheSlot& st)
-        : c_(c), st_(st), lk_(c.reserve_mu_, std::defer_lock) {
+    Reservation(PageCache& c, CacheSlot& st) : c_(c), st_(st), lk_(c.reserve_mu_, std::defer_lock) {
       if (c.config_.limit_pages) lk_.lock();
     }
     bool take(std::size_t pages) { return c_.reserve(pages, st_); }

@@ -374,9 +374,8 @@ inline ssize_t PageCache::fast_served(std::size_t n, CacheSlot& st) {
 // The fast path's first batch stopped short with r.n bytes in buf: count
 // why, and the loop continues from there (a batch stop is no reason: the
 // loop starts the next batch).
-ssize_t PageCache::fast_stopped(FileHandle& h, std::uint64_t pos, std::size_t len,
-                                std::byte* buf, const FastResult& r, const ReadOptions& opt,
-                                CacheSlot& st) {
+ssize_t PageCache::fast_stopped(FileHandle& h, std::uint64_t pos, std::size_t len, std::byte* buf,
+                                const FastResult& r, const ReadOptions& opt, CacheSlot& st) {
   bump(st, stop_counter(r.stop));
   return read_from(h, pos, len, buf, r.n, r.stop == Stop::batch ? Stop::kCount : r.stop, opt, st);
 }
