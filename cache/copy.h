@@ -40,7 +40,7 @@ inline void move_pair(std::byte* dst, const std::byte* src, std::size_t n) {
   std::memcpy(dst + n - sizeof(T), &tail, sizeof(T));
 }
 
-struct alignas(1) Bytes16 {
+struct Bytes16 {
   unsigned char b[16];
 };
 }  // namespace detail

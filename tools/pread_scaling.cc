@@ -201,15 +201,21 @@ std::string_view pread_backing_name(PreadBacking b) {
 
 namespace {
 
-constexpr ReadPath kCachePaths[] = {ReadPath::noref, ReadPath::ref, ReadPath::ref_fetchadd,
-                                    ReadPath::stackcopy};
-
 // The cache's read path a row measures; the floor measures none (its cache
 // only provides the handles, with the default path).
 ReadPath cache_path(PreadPath p) {
-  return p == PreadPath::floor
-             ? ReadPath::noref
-             : kCachePaths[static_cast<int>(p) - static_cast<int>(PreadPath::noref)];
+  switch (p) {
+    case PreadPath::ref:
+      return ReadPath::ref;
+    case PreadPath::ref_fetchadd:
+      return ReadPath::ref_fetchadd;
+    case PreadPath::stackcopy:
+      return ReadPath::stackcopy;
+    case PreadPath::floor:
+    case PreadPath::noref:
+      break;
+  }
+  return ReadPath::noref;
 }
 
 }  // namespace
@@ -451,7 +457,7 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
   auto ratios = [](const PreadRow* num, const PreadRow* den) {
     std::vector<double> v;
     for (std::size_t i = 0; num && den && i < num->rounds.size() && i < den->rounds.size(); i++) {
-      if (den->rounds[i].reads_per_sec > 0 && num->rounds[i].reads_per_sec > 0) {
+      if (den->rounds[i].reads_per_sec > 0) {
         v.push_back(num->rounds[i].reads_per_sec / den->rounds[i].reads_per_sec);
       }
     }
