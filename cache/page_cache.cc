@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
-// cache/page_cache.cc — files, the operations that change them, the LRU
-// lists and eviction under the memory limit.  Protocol: read_loop.h; lock
-// order and page states: page_cache.h.
+// cache/page_cache.cc — files and the operations that change them.
+// Protocol: read_loop.h; lock order and page states: page_cache.h; the LRU
+// lists, eviction and the limit: reclaim.h.
 #include "cache/page_cache.h"
 
 #include <cerrno>
@@ -12,41 +12,10 @@
 
 #include "alloc/die.h"
 #include "alloc/rcu.h"
-#include "cache/readahead_queue.h"
-#include "cache/sync_point.h"
 
 namespace norefs::cache {
 
 namespace rcu = alloc::rcu;
-
-// Two lists, like the kernel's classic LRU for file pages: new pages enter
-// the inactive list; mark_accessed() on a referenced inactive page activates
-// it.  Reclaim takes the inactive tail whatever its referenced bit (unmapped
-// page-cache pages are not given a second chance by reference bits) and
-// refills the inactive list from the active tail when it is the shorter.
-// Circular lists through Page::lru_prev/lru_next with a dummy head each;
-// lru_next == nullptr means "on no list".  The `active` flag of a page on a
-// list says which, and is changed only under lru_mu_.
-struct PageCache::Lru {
-  Page inactive, active;
-  std::size_t nr_inactive = 0, nr_active = 0;
-  Lru() {
-    for (Page* h : {&inactive, &active}) h->lru_prev = h->lru_next = h;
-  }
-  static void link_head(Page* head, Page* p) {
-    p->lru_next = head->lru_next;
-    p->lru_prev = head;
-    head->lru_next->lru_prev = p;
-    head->lru_next = p;
-  }
-  static void unlink(Page* p) {
-    p->lru_prev->lru_next = p->lru_next;
-    p->lru_next->lru_prev = p->lru_prev;
-    p->lru_prev = p->lru_next = nullptr;
-  }
-  Page* head(bool act) { return act ? &active : &inactive; }
-  std::size_t& nr(bool act) { return act ? nr_active : nr_inactive; }
-};
 
 CachedFile::CachedFile(PageCache& cache, std::unique_ptr<Backing> backing, std::uint64_t size)
     : cache_(cache), backing_(std::move(backing)), size_(size) {}
@@ -67,7 +36,8 @@ PageCache::PageCache(const PageCacheConfig& config)
       ref_mode_(config.read_path == ReadPath::ref_fetchadd ? RefMode::FetchAdd : RefMode::Cas),
       stats_(config.stats_path, config.max_threads),
       pool_(config.pool),
-      lru_(std::make_unique<Lru>()) {
+      reclaim_(config.limit_pages, pool_, stats_, ref_mode_),
+      readahead_(*this, config.readahead_max_pages, config.async_readahead) {
   if (config.batch == 0 || config.batch > kMaxBatch) {
     throw std::invalid_argument("batch must be 1.." + std::to_string(kMaxBatch));
   }
@@ -79,15 +49,14 @@ PageCache::PageCache(const PageCacheConfig& config)
   h.read_path.store(static_cast<std::uint64_t>(config.read_path), std::memory_order_relaxed);
   h.limit_pages.store(config.limit_pages, std::memory_order_relaxed);
   h.batch.store(config.batch, std::memory_order_relaxed);
-  start_readahead_worker();
 }
 
 PageCache::~PageCache() {
-  stop_readahead_worker();  // drops queued work and the files it held
+  readahead_.stop();  // drops queued work and the files it held
   if (std::int64_t n = files_.load(std::memory_order_relaxed); n != 0) {
     NOREFS_DIE("PageCache destroyed with " + std::to_string(n) + " files still open");
   }
-  if (lru_->nr_active + lru_->nr_inactive != 0) NOREFS_DIE("PageCache destroyed with pages");
+  if (reclaim_.pages() != 0) NOREFS_DIE("PageCache destroyed with pages");
   rcu::barrier();  // index nodes retired through call_rcu
 }
 
@@ -97,104 +66,25 @@ std::shared_ptr<CachedFile> PageCache::open_file(std::unique_ptr<Backing> backin
   return std::shared_ptr<CachedFile>(new CachedFile(*this, std::move(backing), size));
 }
 
-// ── LRU ──
-
-void PageCache::lru_add(Page* p) {
-  std::lock_guard lk(lru_mu_);
-  Lru::link_head(&lru_->inactive, p);
-  lru_->nr_inactive++;
-  publish_lru_counts();
-}
-
-void PageCache::lru_del_locked(Page* p) {
-  if (!p->lru_next) return;
-  bool act = pg::load(*p) & pg::kActive;
-  Lru::unlink(p);
-  lru_->nr(act)--;
-  publish_lru_counts();
-}
-
-void PageCache::lru_del(Page* p) {
-  std::lock_guard lk(lru_mu_);
-  lru_del_locked(p);
-}
-
-// `p` takes `old`'s place in its list, with its referenced and active flags.
-void PageCache::lru_replace(Page* old, Page* p) {
-  std::lock_guard lk(lru_mu_);
-  pg::set_flags(*p, pg::load(*old) & (pg::kReferenced | pg::kActive));
-  if (!old->lru_next) NOREFS_DIE("replacing a page that is on no list");
-  p->lru_prev = old->lru_prev;
-  p->lru_next = old->lru_next;
-  p->lru_prev->lru_next = p;
-  p->lru_next->lru_prev = p;
-  old->lru_prev = old->lru_next = nullptr;
-}
-
-// Context: lru_mu_ held.  Single writer (the lock): relaxed stores.
-void PageCache::publish_lru_counts() {
-  auto& h = stats_.header();
-  h.pages_cached.store(lru_->nr_active + lru_->nr_inactive, std::memory_order_relaxed);
-  h.active_pages.store(lru_->nr_active, std::memory_order_relaxed);
-}
-
-// folio_mark_accessed() for the two lists; its exact no-op test is
-// pg::mark_accessed_is_noop().  Context: the caller holds a reference.
-void PageCache::mark_accessed(Page* p) {
-  std::uint64_t s = pg::load(*p);
-  if (pg::mark_accessed_is_noop(s)) return;
-  if (!(s & pg::kReferenced)) {
-    pg::set_flags(*p, pg::kReferenced);
-    return;
-  }
-  std::lock_guard lk(lru_mu_);
-  s = pg::load(*p);
-  if (!p->lru_next || (s & pg::kActive)) return;
-  Lru::unlink(p);
-  lru_->nr_inactive--;
-  pg::clear_flags(*p, pg::kReferenced);
-  pg::set_flags(*p, pg::kActive);
-  Lru::link_head(&lru_->active, p);
-  lru_->nr_active++;
-  publish_lru_counts();
-}
-
 // ── Removal ──
 
 // Context: f.mu_ held.  Unlinks p from the index and the LRU, sets rcu_free
 // (the page may be under a lockless reader) unless the file is being
 // deleted, and queues it for free_removed().  `frozen`: the caller froze p,
 // so there is no cache reference to drop and the page is ours to free.
-void PageCache::remove_locked(CachedFile& f, Page* p, bool frozen, PageList& out) {
+void PageCache::remove_locked(CachedFile& f, Page* p, bool frozen, RemovedList& out) {
   Page* q = f.index_.erase(p->index);
   if (q != p) NOREFS_DIE("page index and page disagree at removal");
-  lru_del(p);
+  reclaim_.del(p);
   if (!f.deleting_) p->set_rcu_free();
   out.push_back({p, frozen});
-}
-
-// Context: no lock held.  Drops the references remove_locked() took over.
-void PageCache::free_removed(PageList& pages) {
-  if (!pages.empty()) sync_point::hit("remove:after_unlink");
-  for (auto [p, frozen] : pages) {
-    if (!frozen && !pg::put(*p, ref_mode_)) continue;  // a reader still holds it
-    // Relaxed read of rcu_free: we set it on this thread, or the final put
-    // ordered it (alloc/page.h).
-    if (p->rcu_free()) {
-      pool_.free(p);
-    } else {
-      pool_.free_not_deferred(p);
-    }
-    pool_.make_way();
-  }
-  pages.clear();
 }
 
 // Context: f.mu_ held; p uptodate and in the index.  Replaces p with a copy
 // whose bytes [off, off+n) are `src` (zero if null): copy-on-write, so that
 // a reader of p never sees a byte change.  False if no page could be had.
 bool PageCache::replace_locked(CachedFile& f, Page* p, std::size_t off, const void* src,
-                               std::size_t n, PageList& out) {
+                               std::size_t n, RemovedList& out) {
   Page* np = pool_.alloc();
   if (!np) return false;
   std::memcpy(np->data, p->data, kPageSize);
@@ -206,9 +96,9 @@ bool PageCache::replace_locked(CachedFile& f, Page* p, std::size_t off, const vo
   pg::init_cached(*np, ++f.gen_);
   np->index = p->index;
   np->owner = &f;
-  lru_replace(p, np);      // before the index: an evictor that finds np
-                           // cannot take f.mu_, which we hold
-  pg::mark_uptodate(*np);  // release: the bytes before the page is reachable
+  reclaim_.replace(p, np);  // before the index: an evictor that finds np
+                            // cannot take f.mu_, which we hold
+  pg::mark_uptodate(*np);   // release: the bytes before the page is reachable
   f.index_.replace(p->index, p, np);
   if (!f.deleting_) p->set_rcu_free();
   out.push_back({p, false});
@@ -227,7 +117,7 @@ std::vector<Page*> PageCache::pages_in(CachedFile& f, std::uint64_t first, std::
 // A page still being filled is dropped (its filler will not publish it); so
 // is one we cannot copy (no memory): the next read refills it.
 int PageCache::update_locked(CachedFile& f, Page* p, std::size_t from, std::size_t to,
-                             const void* src, bool room, PageList& out) {
+                             const void* src, bool room, RemovedList& out) {
   if (pg::is_uptodate(*p) && room && replace_locked(f, p, from, src, to - from, out)) return 0;
   remove_locked(f, p, false, out);
   return pg::is_uptodate(*p) ? -ENOMEM : 0;
@@ -275,7 +165,7 @@ int PageCache::write(CachedFile& f, std::uint64_t pos, const void* data, std::si
 Page* PageCache::read_for_write(CachedFile& f, std::uint64_t idx, CacheSlot& st) {
   Page* p = nullptr;
   {
-    Reservation res(*this, st);
+    Reclaim::Reservation res(reclaim_, st);
     if (res.take(1)) p = pool_.alloc();
   }
   if (!p) return nullptr;
@@ -334,7 +224,7 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
   // ones read above; failing that, for as many as the limit allows, or at
   // least for the copies of the cached ones.
   std::size_t want = last - first + 1 - (filled[0] != nullptr) - (filled[1] != nullptr);
-  Reservation res(*this, st);
+  Reclaim::Reservation res(reclaim_, st);
   std::size_t room = want;
   if (config_.limit_pages) {
     room = std::min(want, config_.limit_pages);
@@ -345,7 +235,7 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
   }
   int err = 0;
   std::uint64_t created = 0, from_backing = 0, skipped = 0;
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     // The copies of cached pages take the room first (a cached page that
@@ -401,7 +291,7 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
         continue;
       }
       (read ? from_backing : created)++;
-      lru_add(np);
+      reclaim_.add(np);
     }
     // After the index: a reader that sees the new size sees the new pages.
     std::uint64_t step_end = std::min(new_size, (last + 1) << kPageShift);
@@ -414,16 +304,16 @@ int PageCache::write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end,
   bump(st, Ctr::write_alloc, created);
   bump(st, Ctr::write_fill, from_backing);
   bump(st, Ctr::write_skipped, skipped);
-  free_removed(out);
+  reclaim_.free_removed(out);
   return err;
 }
 
 int PageCache::truncate(CachedFile& f, std::uint64_t size) {
   CacheSlot& st = stats_.slot();
-  Reservation res(*this, st);
+  Reclaim::Reservation res(reclaim_, st);
   bool room = res.take(1);
   int err = 0;
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     std::uint64_t old = f.size_.load(std::memory_order_relaxed);
@@ -446,7 +336,7 @@ int PageCache::truncate(CachedFile& f, std::uint64_t size) {
     }
   }
   bump(st, Ctr::removed_pages, out.size());
-  free_removed(out);
+  reclaim_.free_removed(out);
   return err;
 }
 
@@ -454,10 +344,10 @@ int PageCache::punch(CachedFile& f, std::uint64_t off, std::uint64_t len) {
   if (len == 0) return 0;
   CacheSlot& st = stats_.slot();
   const std::uint64_t end = off + len < off ? ~std::uint64_t{0} : off + len;
-  Reservation res(*this, st);
+  Reclaim::Reservation res(reclaim_, st);
   bool room = res.take(2);
   int err = 0;
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     for (Page* p : pages_in(f, off >> kPageShift, (end - 1) >> kPageShift)) {
@@ -471,20 +361,20 @@ int PageCache::punch(CachedFile& f, std::uint64_t off, std::uint64_t len) {
     }
   }
   bump(st, Ctr::removed_pages, out.size());
-  free_removed(out);
+  reclaim_.free_removed(out);
   return err;
 }
 
 void PageCache::invalidate(CachedFile& f, std::uint64_t off, std::uint64_t len) {
   std::uint64_t last =
       len == 0 || off + len < off ? ~std::uint64_t{0} : (off + len - 1) >> kPageShift;
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     for (Page* p : pages_in(f, off >> kPageShift, last)) remove_locked(f, p, false, out);
   }
   bump(stats_.slot(), Ctr::removed_pages, out.size());
-  free_removed(out);
+  reclaim_.free_removed(out);
 }
 
 void PageCache::set_size(CachedFile& f, std::uint64_t size) {
@@ -493,17 +383,17 @@ void PageCache::set_size(CachedFile& f, std::uint64_t size) {
 }
 
 void PageCache::set_deleting(CachedFile& f) {
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     f.deleting_ = true;
     for (Page* p : pages_in(f, 0, ~std::uint64_t{0})) remove_locked(f, p, false, out);
   }
-  free_removed(out);
+  reclaim_.free_removed(out);
 }
 
 std::size_t PageCache::evict(CachedFile& f) {
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     for (Page* p : pages_in(f, 0, ~std::uint64_t{0})) {
@@ -512,90 +402,10 @@ std::size_t PageCache::evict(CachedFile& f) {
   }
   std::size_t n = out.size();
   bump(stats_.slot(), Ctr::evicted, n);
-  free_removed(out);
+  reclaim_.free_removed(out);
   return n;
 }
 
-// ── Eviction under the limit ──
-
-std::size_t PageCache::shrink(std::size_t pages) { return shrink(pages, stats_.slot()); }
-
-std::size_t PageCache::shrink(std::size_t want, CacheSlot& st) {
-  PageList out;
-  std::size_t got = 0, skipped = 0;
-  {
-    std::lock_guard lk(lru_mu_);
-    std::size_t budget = 2 * (lru_->nr_active + lru_->nr_inactive);
-    while (got < want && budget-- > 0) {
-      // Refill the inactive list from the active tail while it is the
-      // shorter (shrink_active_list()).
-      if (lru_->nr_active > lru_->nr_inactive || lru_->nr_inactive == 0) {
-        if (lru_->nr_active == 0) break;
-        Page* a = lru_->active.lru_prev;
-        Lru::unlink(a);
-        lru_->nr_active--;
-        pg::clear_flags(*a, pg::kActive);
-        Lru::link_head(&lru_->inactive, a);
-        lru_->nr_inactive++;
-        continue;
-      }
-      Page* p = lru_->inactive.lru_prev;
-      auto* f = static_cast<CachedFile*>(p->owner);
-      // Reverse lock order: only try.  The file is alive: its pages are on
-      // the list, and its teardown must take lru_mu_ to remove them.
-      bool locked = f->mu_.try_lock();
-      if (!locked || !pg::is_uptodate(*p) || !pg::freeze(*p, ref_mode_)) {
-        if (locked) f->mu_.unlock();
-        Lru::unlink(p);  // rotate: look at it again after the others
-        Lru::link_head(&lru_->inactive, p);
-        skipped++;
-        continue;
-      }
-      if (f->index_.erase(p->index) != p) NOREFS_DIE("page index and LRU disagree");
-      Lru::unlink(p);
-      lru_->nr_inactive--;
-      if (!f->deleting_) p->set_rcu_free();
-      f->mu_.unlock();
-      out.push_back({p, true});
-      got++;
-    }
-    publish_lru_counts();
-  }
-  bump(st, Ctr::evicted, got);
-  bump(st, Ctr::evict_skipped, skipped);
-  free_removed(out);
-  return got;
-}
-
-// Makes room for `pages` new pages under the limit, which counts every page
-// not yet back in the arena (cached, held, or waiting for a grace period).
-// Evicted pages wait for a grace period before they count less, so we evict
-// a little more than asked (the next fills find room without waiting) and,
-// if what waits is what keeps us over, wait for it: synchronous
-// back-pressure, the hard bound.  False if nothing can be evicted or
-// waited for.  Context: reserve_mu_ held if there is a limit (the caller
-// allocates what it reserved before dropping it), no other lock, not in a
-// read-side section.
-bool PageCache::reserve(std::size_t pages, CacheSlot& st) {
-  const std::size_t limit = config_.limit_pages;
-  if (limit == 0 || pages == 0) return true;
-  if (pages > limit) return false;
-  for (int attempt = 0; attempt < 4; attempt++) {
-    alloc::Counters c = pool_.counters();
-    std::uint64_t live = c.live();
-    if (live + pages <= limit) return true;
-    std::uint64_t need = live + pages - limit;
-    if (c.waiting < need) {
-      std::size_t slack = std::max<std::size_t>(limit / 32, 1);
-      shrink(need - c.waiting + slack, st);
-    }
-    c = pool_.counters();
-    if (c.live() + pages <= limit) return true;
-    if (c.waiting == 0) continue;  // held pages may come back to the LRU
-    bump(st, Ctr::limit_drains);
-    pool_.drain();
-  }
-  return pool_.counters().live() + pages <= limit;
-}
+std::size_t PageCache::shrink(std::size_t pages) { return reclaim_.shrink(pages, stats_.slot()); }
 
 }  // namespace norefs::cache

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
-// cache/page_cache.h — the page cache: files, handles, the read loop, the
-// operations that change a file, readahead, eviction under a memory limit.
-// Usable as a library without FUSE; the daemon, the tools and the tests all
-// use this API.
+// cache/page_cache.h — the page cache's API: files, handles, reads, the
+// operations that change a file, advice.  Usable as a library without FUSE;
+// the daemon, the tools and the tests all use this API.
 //
-// The lockless read protocol, the read loop's stop reasons and its options:
-// cache/read_loop.h.  The configuration: cache/config.h.
+// Where each concern lives (open the right one first):
+//   cache/read_loop.h   the lockless read protocol and the read options
+//                       (the loop: read_loop.cc; stop reasons: cache_stats.h)
+//   cache/config.h      PageCacheConfig
+//   cache/readahead.h   the readahead window and its worker (the fill:
+//                       readahead.cc)
+//   cache/reclaim.h     the LRU lists, eviction, the memory limit's
+//                       reservations, removal's last step
+//   page_cache.cc       files and the operations that change them
 //
 // ── Lock order ─────────────────────────────────────────────────────────────
 //   One table for the whole process: docs/design.md#lock-order.  Here:
-//   caller's writer lock -> reserve_mu_ -> CachedFile::mu_ -> lru_mu_, and
-//   eviction only try-locks a CachedFile::mu_ under lru_mu_.
+//   caller's writer lock -> Reclaim's reserve_mu_ -> CachedFile::mu_ ->
+//   Reclaim's lru_mu_; eviction only try-locks a CachedFile::mu_.
 //
 // ── Page states in a file's index ─────────────────────────────────────────
 //   !uptodate: being filled by a readahead; the filler holds a reference
@@ -32,12 +38,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "alloc/page_pool.h"
@@ -47,6 +50,8 @@
 #include "cache/page.h"
 #include "cache/page_index.h"
 #include "cache/read_loop.h"
+#include "cache/readahead.h"
+#include "cache/reclaim.h"
 
 namespace norefs::cache {
 
@@ -54,17 +59,6 @@ using alloc::kPageShift;
 using alloc::kPageSize;
 
 class PageCache;
-
-// Per-handle readahead state and previous position: like the kernel's
-// struct file_ra_state, per open handle, not per file.  Several threads may
-// use one handle at once (as with a shared fd); the fields are then hints
-// that race, each read and written whole (relaxed atomics).
-struct ReadaheadState {
-  std::atomic<std::uint64_t> start{0};       // first page of the current window
-  std::atomic<std::uint64_t> size{0};        // pages in the window
-  std::atomic<std::uint64_t> async_size{0};  // marked page = start + size - async_size
-  std::atomic<std::uint64_t> prev_pos{0};    // end of the previous read (ki_pos)
-};
 
 // A cached file.  Created by PageCache::open_file(); lives while any handle
 // or queued readahead holds it.  Its pages go (not deferred: no handle can
@@ -85,6 +79,7 @@ class CachedFile {
 
  private:
   friend class PageCache;
+  friend class Reclaim;  // eviction: try-locks mu_, erases from index_
   CachedFile(PageCache& cache, std::unique_ptr<Backing> backing, std::uint64_t size);
 
   PageCache& cache_;
@@ -197,75 +192,32 @@ class PageCache {
                         CacheSlot& st);
   Page* get_page(CachedFile& f, std::uint64_t idx);
   bool wait_uptodate(CachedFile& f, Page* p, const ReadOptions& opt);
-  void mark_accessed(Page* p);
   void put_page(Page* p);
 
-  // Readahead (readahead.cc).
-  int sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
-                     const ReadOptions& opt, CacheSlot& st);
-  void async_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
-                       const ReadOptions& opt, CacheSlot& st);
+  // The fill (readahead.cc): reads pages [start, start+n) that are not
+  // cached into the cache, the one at `mark` with the readahead mark.
+  friend class Readahead;
   ssize_t fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std::uint64_t mark,
                bool drop_behind, CacheSlot& st);
-  void start_readahead_worker();
-  void stop_readahead_worker();
-  void readahead_worker();
 
-  // Removal and eviction (page_cache.cc).  *_locked: Context: f.mu_ held.
-  struct Removed {
-    Page* page;
-    bool frozen;  // no cache reference left to drop: the remover frees it
-  };
-  using PageList = std::vector<Removed>;
+  // Changes and removal (page_cache.cc).  *_locked: Context: f.mu_ held.
   static std::vector<Page*> pages_in(CachedFile& f, std::uint64_t first, std::uint64_t last);
   std::size_t count_cached(CachedFile& f, std::uint64_t first, std::uint64_t last);
-  void remove_locked(CachedFile& f, Page* p, bool frozen, PageList& out);
+  void remove_locked(CachedFile& f, Page* p, bool frozen, RemovedList& out);
   bool replace_locked(CachedFile& f, Page* p, std::size_t off, const void* src, std::size_t n,
-                      PageList& out);
+                      RemovedList& out);
   int update_locked(CachedFile& f, Page* p, std::size_t from, std::size_t to, const void* src,
-                    bool room, PageList& out);
+                    bool room, RemovedList& out);
   int write_pages(CachedFile& f, std::uint64_t pos, std::uint64_t end, const std::byte* data,
                   std::uint64_t first, std::uint64_t last, CacheSlot& st);
   Page* read_for_write(CachedFile& f, std::uint64_t idx, CacheSlot& st);
-  void free_removed(PageList& pages);
-  std::size_t shrink(std::size_t want, CacheSlot& st);
-  bool reserve(std::size_t pages, CacheSlot& st);
-  // Room under the memory limit, for one step: holds reserve_mu_ for its
-  // lifetime when there is a limit (the caller allocates what it reserved
-  // before the reservation ends), no lock otherwise.  take() is reserve()
-  // under it; without a limit it always has room.
-  class Reservation {
-   public:
-    Reservation(PageCache& c, CacheSlot& st) : c_(c), st_(st), lk_(c.reserve_mu_, std::defer_lock) {
-      if (c.config_.limit_pages) lk_.lock();
-    }
-    bool take(std::size_t pages) { return c_.reserve(pages, st_); }
-
-   private:
-    PageCache& c_;
-    CacheSlot& st_;
-    std::unique_lock<std::mutex> lk_;
-  };
-  void lru_add(Page* p);
-  void lru_del(Page* p);
-  void lru_del_locked(Page* p);
-  void lru_replace(Page* old, Page* p);
-  void publish_lru_counts();
 
   PageCacheConfig config_;
   RefMode ref_mode_;
   mutable CacheStats stats_;
   alloc::PagePool pool_;
-
-  struct Lru;
-  std::unique_ptr<Lru> lru_;  // guarded by lru_mu_
-  std::mutex lru_mu_;
-  // With a limit: held from reserve() until the pages it made room for are
-  // allocated, so that two reservations never count the same room.
-  std::mutex reserve_mu_;
-
-  struct ReadaheadQueue;
-  std::unique_ptr<ReadaheadQueue> ra_queue_;
+  Reclaim reclaim_;
+  Readahead readahead_;  // after everything its worker uses
   std::atomic<std::int64_t> files_{
       0};  // live CachedFiles; relaxed: a count for the destructor's check
 };

@@ -259,14 +259,14 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
     if (!p) {
       if (!missed) bump(st, Ctr::misses);
       missed = true;
-      int err = sync_readahead(h, idx, req_pages, opt, st);
+      int err = readahead_.sync(h, idx, req_pages, opt, st);
       if (err == -ENOMEM) return read_uncached(f, pos, len, dst, st);
       if (err < 0) return err;
       continue;
     }
     std::uint64_t s = pg::load(*p);
     if ((s & pg::kReadahead) && pg::test_and_clear_readahead(*p)) {
-      async_readahead(h, idx, req_pages, opt, st);
+      readahead_.async(h, idx, req_pages, opt, st);
     }
     if (!(s & pg::kUptodate)) {
       bump(st, Ctr::waits);
@@ -277,7 +277,7 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
     } else if (!missed) {
       bump(st, Ctr::slow_hits);
     }
-    if (mark) mark_accessed(p);
+    if (mark) reclaim_.mark_accessed(p);
     sync_point::hit("read:slow:before_copy");
     std::uint64_t end = std::min(isize0, f.size());
     ssize_t n = 0;
@@ -292,13 +292,13 @@ ssize_t PageCache::slow_page(FileHandle& h, std::uint64_t pos, std::size_t len, 
     put_page(p);
     if (drop) {
       std::unique_lock lk(f.mu_);
-      PageList out;
+      RemovedList out;
       Page* q = f.index_.lookup(idx);
       if (q && (pg::load(*q) & pg::kDropBehind) && pg::freeze(*q, ref_mode_)) {
         remove_locked(f, q, true, out);
       }
       lk.unlock();
-      free_removed(out);
+      reclaim_.free_removed(out);
     }
     return n;
   }

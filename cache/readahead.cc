@@ -1,38 +1,21 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // cache/readahead.cc — filling the cache from the backing file: on-demand
-// readahead in the shape of mm/readahead.c, and the fill that inserts pages
-// not yet uptodate, reads them, and publishes them.
-//
-// Per handle (ReadaheadState): the current window [start, start+size) and
-// async_size, the pages at its end whose first carries the readahead mark.
-//  - A miss in sequence with the previous read (same or next page), or at
-//    page 0 of a fresh handle, starts a window of get_init_ra_size(request)
-//    pages and marks the page `async_size` from its end.
-//  - A random miss reads just the pages asked for, with no mark: the window
-//    collapses.
-//  - A reader that finds the mark clears it (one reader wins) and starts the
-//    next window, get_next_ra_size() pages (x4 while small, then x2, up to
-//    the maximum), asynchronously on the readahead worker; its first page
-//    carries the mark, so a sequential reader keeps one window ahead.
-// The fast path stops on a marked page (reason `readahead`): starting the
-// next window writes flags and per-handle state.
+// readahead in the shape of mm/readahead.c (class Readahead), and the fill
+// that inserts pages not yet uptodate, reads them, and publishes them.
+// The policy and its state: readahead.h.
+#include "cache/readahead.h"
+
 #include <sys/uio.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <thread>
 
-#include "alloc/die.h"
 #include "cache/page_cache.h"
-#include "cache/readahead_queue.h"
 
 namespace norefs::cache {
 namespace {
 
-constexpr std::uint64_t kNoMark = ~std::uint64_t{0};
 constexpr std::size_t kMaxQueued = 64;  // readahead is advice: beyond this, dropped
 
 std::uint64_t roundup_pow2(std::uint64_t n) {
@@ -63,41 +46,41 @@ std::uint64_t next_size(std::uint64_t cur, std::uint64_t max) {
 
 }  // namespace
 
-void PageCache::start_readahead_worker() {
-  ra_queue_ = std::make_unique<ReadaheadQueue>();
-  if (config_.async_readahead) ra_queue_->worker = std::thread([this] { readahead_worker(); });
+Readahead::Readahead(PageCache& cache, std::uint64_t max_pages, bool async)
+    : cache_(cache), max_pages_(max_pages), async_(async) {
+  if (async_) worker_ = std::thread([this] { worker(); });
 }
 
-void PageCache::stop_readahead_worker() {
-  std::deque<ReadaheadQueue::Work> dropped;
+void Readahead::stop() {
+  std::deque<Work> dropped;
   {
-    std::lock_guard lk(ra_queue_->mu);
-    ra_queue_->stop = true;
-    dropped.swap(ra_queue_->q);
+    std::lock_guard lk(mu_);
+    stop_ = true;
+    dropped.swap(q_);
   }
-  ra_queue_->cv.notify_all();
-  if (ra_queue_->worker.joinable()) ra_queue_->worker.join();
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
   // `dropped` releases its files here, outside the queue lock.
 }
 
-void PageCache::readahead_worker() {
-  CacheSlot& st = stats_.slot();
+void Readahead::worker() {
+  CacheSlot& st = cache_.stats_.slot();
   for (;;) {
-    ReadaheadQueue::Work w;
+    Work w;
     {
-      std::unique_lock lk(ra_queue_->mu);
-      ra_queue_->cv.wait(lk, [&] { return ra_queue_->stop || !ra_queue_->q.empty(); });
-      if (ra_queue_->stop) return;
-      w = std::move(ra_queue_->q.front());
-      ra_queue_->q.pop_front();
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
+      if (stop_) return;
+      w = std::move(q_.front());
+      q_.pop_front();
     }
-    fill(*w.file, w.start, w.n, w.mark, w.drop_behind, st);  // errors: the reader retries
+    cache_.fill(*w.file, w.start, w.n, w.mark, w.drop_behind, st);  // errors: the reader retries
   }
 }
 
-int PageCache::sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
-                              const ReadOptions& opt, CacheSlot& st) {
-  const std::uint64_t max = config_.readahead_max_pages;
+int Readahead::sync(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
+                    const ReadOptions& opt, CacheSlot& st) {
+  const std::uint64_t max = max_pages_;
   std::uint64_t start = idx, size = req_pages, async = 0;
   if (max > 0) {
     std::uint64_t prev = h.ra.prev_pos.load(std::memory_order_relaxed);
@@ -116,20 +99,22 @@ int PageCache::sync_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t re
     h.ra.async_size.store(async, std::memory_order_relaxed);
   }
   bump(st, Ctr::sync_readahead);
-  ssize_t r =
-      fill(h.file(), start, size, async ? start + size - async : kNoMark, opt.drop_behind, st);
+  ssize_t r = cache_.fill(h.file(), start, size, async ? start + size - async : kNoMark,
+                          opt.drop_behind, st);
   // A failed window may have failed for a page the reader did not ask for:
   // a backing that fails a request as a whole (a bio over a bad sector, a
   // FUSE server's EIO) takes the good pages of the window down with it.  As
   // filemap_read_folio() after a failed readahead, read the reader's own
   // page alone, so that only a reader of the bad page gets the error.
-  if (r < 0 && r != -ENOMEM && size > 1) r = fill(h.file(), idx, 1, kNoMark, opt.drop_behind, st);
+  if (r < 0 && r != -ENOMEM && size > 1) {
+    r = cache_.fill(h.file(), idx, 1, kNoMark, opt.drop_behind, st);
+  }
   return r < 0 ? static_cast<int>(r) : 0;
 }
 
-void PageCache::async_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
-                                const ReadOptions& opt, CacheSlot& st) {
-  const std::uint64_t max = config_.readahead_max_pages;
+void Readahead::async(FileHandle& h, std::uint64_t idx, std::uint64_t req_pages,
+                      const ReadOptions& opt, CacheSlot& st) {
+  const std::uint64_t max = max_pages_;
   if (max == 0) return;
   std::uint64_t start = h.ra.start.load(std::memory_order_relaxed);
   std::uint64_t size = h.ra.size.load(std::memory_order_relaxed);
@@ -147,16 +132,16 @@ void PageCache::async_readahead(FileHandle& h, std::uint64_t idx, std::uint64_t 
   h.ra.size.store(size, std::memory_order_relaxed);
   h.ra.async_size.store(size, std::memory_order_relaxed);
   bump(st, Ctr::async_readahead);
-  if (!config_.async_readahead) {
-    fill(h.file(), start, size, start, opt.drop_behind, st);
+  if (!async_) {
+    cache_.fill(h.file(), start, size, start, opt.drop_behind, st);
     return;
   }
   {
-    std::lock_guard lk(ra_queue_->mu);
-    if (ra_queue_->stop || ra_queue_->q.size() >= kMaxQueued) return;
-    ra_queue_->q.push_back({h.shared_file(), start, size, start, opt.drop_behind});
+    std::lock_guard lk(mu_);
+    if (stop_ || q_.size() >= kMaxQueued) return;
+    q_.push_back({h.shared_file(), start, size, start, opt.drop_behind});
   }
-  ra_queue_->cv.notify_one();
+  cv_.notify_one();
 }
 
 // Reads pages [start, start+n) that are not cached (clamped to the file's
@@ -175,7 +160,7 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
   pages.reserve(n);
   {
     // The reservation and the allocations it made room for are one step.
-    Reservation res(*this, st);
+    Reclaim::Reservation res(reclaim_, st);
     if (!res.take(n)) {
       if (n == 1 || !res.take(1)) return -ENOMEM;
       n = 1;
@@ -212,7 +197,7 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
         pages[i] = nullptr;
         continue;
       }
-      lru_add(p);
+      reclaim_.add(p);
     }
   }
 
@@ -255,7 +240,7 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
   // truncate, punch, invalidate) removed pages it found not uptodate: those
   // are not published, and their bytes may be older than the change.
   std::uint64_t done = 0;
-  PageList out;
+  RemovedList out;
   {
     std::lock_guard lk(f.mu_);
     for (Page* p : pages) {
@@ -269,7 +254,7 @@ ssize_t PageCache::fill(CachedFile& f, std::uint64_t start, std::uint64_t n, std
     }
     f.filled_.notify_all();
   }
-  free_removed(out);
+  reclaim_.free_removed(out);
   for (Page* p : pages) {
     if (p) put_page(p);
   }
@@ -290,7 +275,7 @@ ssize_t PageCache::prefetch(CachedFile& f, std::uint64_t off, std::uint64_t len)
   ssize_t total = 0;
   for (std::uint64_t idx = off >> kPageShift, last = (end - 1) >> kPageShift; idx <= last;
        idx += chunk) {
-    ssize_t r = fill(f, idx, std::min(chunk, last - idx + 1), kNoMark, false, st);
+    ssize_t r = fill(f, idx, std::min(chunk, last - idx + 1), Readahead::kNoMark, false, st);
     if (r < 0) return total > 0 ? total : r;
     total += r;
   }
