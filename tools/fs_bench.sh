@@ -30,6 +30,11 @@
 # Every mount is made on a mktemp -d mountpoint and unmounted on every exit
 # path (Ctrl-C, a failing fio, a daemon that dies): fusermount3 -u, then
 # umount -l; then the daemon is waited for and killed by its pid.
+#
+# This script mounts, runs fio and keeps the raw results (a row per timed run
+# in fs_bench_runs.csv, fio's JSON, norefsctl's counters); the statistics,
+# the report, fs_bench.csv/.json and the figures (--plot) are
+# fs_bench_report.py's, beside it.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +47,8 @@ if [ ! -d "$fio_dir" ] && [ -d "$(dirname "$0")/fio" ]; then
   fio_dir=$(cd "$(dirname "$0")/fio" && pwd)
   installed=$(cd "$(dirname "$0")/../.." && pwd)  # the prefix, /usr
 fi
+# The statistics and the report; installed beside this script with plot.py.
+report="$(cd "$(dirname "$0")" && pwd)/fs_bench_report.py"
 
 usage() {
   cat <<EOF
@@ -68,6 +75,7 @@ usage: $0 [options]
                      extra -o options for every norefs variant (e.g. batch=15)
   --io-uring         also every FUSE variant with -o io_uring (VARIANT+uring);
                      as root, turns fuse.enable_uring on while they mount
+  --plot DIR         also draw the figures into DIR (PNG and SVG; matplotlib)
   -h, --help         this help
 EOF
 }
@@ -77,6 +85,7 @@ runtime=5 rounds=2 warm=1 quick=0
 build_dir="$root/build/main" out="$root/build/results"
 [ -z "$installed" ] || build_dir="" out="$PWD/norefs-fs-bench"
 variants_opt="" tests_opt="" max_threads="" clone_fd=0 daemon_opts="" cache_size=1G io_uring=0
+plot_dir=""
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 runtime=1 rounds=1 warm=0.3 ;;
@@ -92,6 +101,7 @@ while [ $# -gt 0 ]; do
     --cache-size) cache_size=$2; shift ;;
     --daemon-opts) daemon_opts=$2; shift ;;
     --io-uring) io_uring=1 ;;
+    --plot) plot_dir=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fs_bench: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -131,7 +141,7 @@ fi
 # ---- tools ---------------------------------------------------------------
 need=()
 command -v fio >/dev/null || need+=(fio)
-command -v jq >/dev/null || need+=(jq)
+[ -x /usr/bin/python3 ] || need+=(python3)  # fs_bench_report.py's #!
 command -v fusermount3 >/dev/null || need+=(fuse3)
 if [ ${#need[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || { echo "fs_bench: missing ${need[*]}; run as root or apt-get install them" >&2; exit 1; }
@@ -139,6 +149,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -q "${need[@]}" >/dev/null 2>&1 ||
     { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
 fi
+[ -x "$report" ] || { echo "fs_bench: $report is missing" >&2; exit 1; }
 
 # find_bin REL: $build_dir/REL, else the installed program, else the newest
 # $root/build/*/REL.
@@ -192,7 +203,7 @@ fi
 # ---- scratch space, mounts and their cleanup -----------------------------
 base=$(mktemp -d "${TMPDIR:-/tmp}/norefs-bench.XXXXXX")
 backing="$base/backing"
-mkdir -p "$backing" "$base/stats" "$base/logs" "$out" "$out/fio"
+mkdir -p "$backing" "$base/stats" "$base/logs" "$out" "$out/fio" "$out/daemon_stats"
 declare -A mnt_of=()   # variant (or minimal-small/minimal-big) -> mountpoint
 mounts=() pids=()      # parallel arrays, in mount order
 
@@ -296,6 +307,7 @@ echo "  minimal:  $(bin_desc "$minimal")${fuse_common_opts:+ -o $(join_opts "${f
 echo "  norefsctl: $(bin_desc "$norefsctl")"
 echo "  fio $(fio --version | sed 's/^fio-//'), $(nproc) CPUs, kernel $(uname -r), scratch $base"
 echo "  results:  $out"
+[ -z "$plot_dir" ] || echo "  figures:  $plot_dir"
 
 # ---- backing data --------------------------------------------------------
 head -c 4096 /dev/urandom >"$backing/onepage"
@@ -382,13 +394,14 @@ echo "fs_bench: mounted ${variants[*]}; files read once through each daemon in" 
   "$((($(date +%s%N) - t0) / 1000000)) ms"
 
 # ---- the runs --------------------------------------------------------------
-runs="$out/fs_bench_runs.jsonl"
-: >"$runs"
-rm -f "$out"/fio/*.json 2>/dev/null || true
+# A row per timed run; fs_bench_report.py reads fio's JSON it names.
+runs="$out/fs_bench_runs.csv"
+echo "test,variant,round,fio_exit,fio_json" >"$runs"
+rm -f "$out"/fio/*.json "$out"/daemon_stats/*.json "$out/fs_bench_runs.jsonl" 2>/dev/null || true
 
 # run_fio VARIANT TEST ROUND SECONDS: one fio run; ROUND 0 is the warm-up,
-# not recorded.  A failing or hanging fio is recorded as an error, never
-# fatal.
+# not recorded.  A failing or hanging fio is recorded with its exit status
+# (the report counts it as a failed round), never fatal.
 run_fio() {
   local v=$1 t=$2 round=$3 secs=$4
   local job=${t%%-*} jobs=1
@@ -400,21 +413,10 @@ run_fio() {
   FIO_FILE=$(file_for "$v" "$t") FIO_JOBS=$jobs FIO_RUNTIME=$(ms "$secs") \
     timeout -k 10 "$limit" fio "$fio_dir/$job.fio" --output-format=json >"$json" 2>"$err" || rc=$?
   [ "$round" = 0 ] && { rm -f "$json"; return 0; }
-  local rec
-  if [ $rc -eq 0 ] && rec=$(jq -c --arg v "$v" --arg t "$t" --arg job "$job" \
-        --argjson jobs "$jobs" --argjson round "$round" \
-        '{test: $t, job: $job, numjobs: $jobs, variant: $v, round: $round,
-          iops: .jobs[0].read.iops, bw_bytes: .jobs[0].read.bw_bytes,
-          runtime_ms: .jobs[0].job_runtime, fio_error: .jobs[0].error, ok: (.jobs[0].error == 0)}' \
-        "$json" 2>/dev/null); then
-    echo "$rec" >>"$runs"
-  else
+  echo "$t,$v,$round,$rc,fio/$tag.json" >>"$runs"
+  if [ $rc -ne 0 ]; then
     printf '\nfs_bench: fio %s on %s (round %s) failed (exit %s):\n' "$t" "$v" "$round" "$rc" >&2
     sed 's/^/  | /' "$err" | tail -5 >&2
-    jq -cn --arg v "$v" --arg t "$t" --arg job "$job" --argjson jobs "$jobs" \
-      --argjson round "$round" --argjson rc "$rc" \
-      '{test: $t, job: $job, numjobs: $jobs, variant: $v, round: $round,
-        iops: null, bw_bytes: null, ok: false, fio_exit: $rc}' >>"$runs"
   fi
   return 0
 }
@@ -438,119 +440,25 @@ for t in "${tests[@]}"; do
 done
 
 # ---- the daemons' own counters -------------------------------------------
-stats_json="$base/daemon_stats.json"
-echo '{}' >"$stats_json"
 if [ -n "$norefsctl" ]; then
   for v in "${variants[@]}"; do
     is_daemon "$v" || continue
-    if s_=$("$norefsctl" stats --json "${mnt_of[$v]}" 2>"$base/logs/ctl_$v.err"); then
-      jq --arg v "$v" --argjson s "$s_" '.[$v] = $s' "$stats_json" >"$stats_json.new" &&
-        mv "$stats_json.new" "$stats_json"
+    if "$norefsctl" stats --json "${mnt_of[$v]}" >"$base/ctl.json" 2>"$base/logs/ctl_$v.err"; then
+      mv "$base/ctl.json" "$out/daemon_stats/$v.json"
     else
       echo "fs_bench: norefsctl stats on $v: $(cat "$base/logs/ctl_$v.err")" >&2
     fi
   done
 fi
 
-# ---- report ----------------------------------------------------------------
-config=$(jq -n --arg runtime "$runtime" --arg rounds "$rounds" --arg warm "$warm" \
-  --argjson quick "$quick" --arg norefs "$norefs" --arg minimal "$minimal" \
-  --arg max_threads "$max_threads" --argjson clone_fd "$clone_fd" --arg daemon_opts "$daemon_opts" --arg cache_size "$cache_size" --argjson io_uring "$io_uring" \
-  --arg fio "$(fio --version)" --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" \
-  --arg variants "${variants[*]}" --arg skipped "$(IFS=';'; echo "${skipped[*]}")" \
-  --arg tests "${tests[*]}" \
-  '{runtime_s: ($runtime | tonumber), rounds: ($rounds | tonumber), warm_s: ($warm | tonumber),
-    quick: ($quick == 1), norefs: $norefs, minimal: $minimal,
-    max_threads: (if $max_threads == "" then "default" else ($max_threads | tonumber) end),
-    clone_fd: ($clone_fd == 1), io_uring: ($io_uring == 1), cache_size: $cache_size, daemon_opts: $daemon_opts, fio: $fio, kernel: $kernel,
-    cpus: $cpus, variants: ($variants | split(" ")),
-    skipped: ($skipped | split(";") | map(select(. != ""))), tests: ($tests | split(" "))}')
-
-jq -s --argjson config "$config" --slurpfile stats "$stats_json" \
-  --argjson vorder "$(for v in "${all_variants[@]}"; do echo "$v"; echo "$v+uring"; done | jq -R . | jq -s .)" \
-  --argjson torder "$(printf '%s\n' "${all_tests[@]}" | jq -R . | jq -s .)" '
-  def mean: if length == 0 then null else add / length end;
-  def idx($a): . as $x | $a | index($x);
-  def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
-  . as $runs
-  | [ $runs | group_by([.test, .variant])[]
-      | (map(select(.ok)) ) as $ok
-      | { test: .[0].test, numjobs: .[0].numjobs, variant: .[0].variant,
-          runs: length, runs_ok: ($ok | length),
-          iops: ($ok | map(.iops) | mean),
-          iops_min: ($ok | map(.iops) | min), iops_max: ($ok | map(.iops) | max),
-          bw_mib_s: ($ok | map(.bw_bytes / 1048576) | mean) }
-      | .spread = (if .iops and .iops > 0 then (.iops_max - .iops_min) / .iops else null end) ]
-  | sort_by((.test | idx($torder)), (.variant | idx($vorder))) as $rows
-  | [ $rows[] | . as $r
-      | ($rows | map(select(.test == $r.test)) | map({key: .variant, value: .iops}) | from_entries) as $by
-      | $r + { vs_cache_off: ratio($r.iops; $by["cache=off"]), vs_minimal: ratio($r.iops; $by["minimal"]),
-               vs_dev_fuse: (if ($r.variant | endswith("+uring"))
-                             then ratio($r.iops; $by[$r.variant | rtrimstr("+uring")]) else null end) } ] as $results
-  | ([ $results | map(select(.test as $t | ["pread16-2", "pread16-4", "pread16-8"] | index($t)))
-      | group_by(.test)[]
-      | (map({key: .variant, value: .iops}) | from_entries) as $by
-      | (.[0].test) as $t
-      | ( { test: $t, target: "noref >= 1.2x cache=off", noref: $by["noref"], other: $by["cache=off"],
-            ratio: ratio($by["noref"]; $by["cache=off"]), need: 1.2 },
-          { test: $t, target: "noref >= 0.9x minimal", noref: $by["noref"], other: $by["minimal"],
-            ratio: ratio($by["noref"]; $by["minimal"]), need: 0.9 } )
-      | .met = (if .ratio == null then null else .ratio >= .need end) ]
-    + [ $results | map(select(.test as $t | ["pread16-1", "pread16-2"] | index($t)))
-        | group_by(.test)[]
-        | (map({key: .variant, value: .iops}) | from_entries) as $by
-        | (.[0].test) as $t
-        | ("minimal", "noref") as $v
-        | select($by | has($v + "+uring"))
-        | { test: $t, target: "\($v)+uring >= 1.3x \($v)", noref: $by[$v + "+uring"], other: $by[$v],
-            ratio: ratio($by[$v + "+uring"]; $by[$v]), need: 1.3 }
-        | .met = (if .ratio == null then null else .ratio >= .need end) ]) as $targets
-  | { config: $config, results: $results, targets: $targets,
-      daemon_stats: $stats[0], runs: $runs }' "$runs" >"$out/fs_bench.json"
-
-jq -r '(["test", "numjobs", "variant", "runs_ok", "iops", "iops_min", "iops_max", "spread",
-         "bw_mib_s", "vs_cache_off", "vs_minimal", "vs_dev_fuse"] | @csv),
-       (.results[] | [.test, .numjobs, .variant, .runs_ok, .iops, .iops_min, .iops_max, .spread,
-                      .bw_mib_s, .vs_cache_off, .vs_minimal, .vs_dev_fuse] | @csv)' \
-  "$out/fs_bench.json" >"$out/fs_bench.csv"
-
-echo
-echo "fs_bench: mean of ${rounds} round(s) of ${runtime} s; spread = (max - min) / mean over rounds"
-jq -r '.results[] | [.test, .variant, .runs_ok, .runs, .iops, .spread, .bw_mib_s, .vs_cache_off,
-                     .vs_minimal, .vs_dev_fuse] | map(if . == null then "-" else tostring end) | @tsv' \
-  "$out/fs_bench.json" | awk -F'\t' -v uring="$io_uring" '
-  function num(x, f, k) { return x == "-" ? "-" : sprintf(f, k == "" ? x : x * k) }
-  BEGIN { printf "%-11s %-19s %5s %12s %7s %10s %9s %9s%s\n", "test", "variant", "runs",
-          "IOPS", "spread", "MiB/s", "/cache=off", "/minimal", uring ? "  /dev/fuse" : "" }
-  $1 != prev && NR > 1 { print "" }
-  { prev = $1
-    printf "%-11s %-19s %2s/%-2s %12s %6s%% %10s %9s %9s%s\n", $1, $2, $3, $4, num($5, "%.0f"),
-           num($6, "%.1f", 100), num($7, "%.1f"), num($8, "%.3f"), num($9, "%.3f"),
-           uring ? sprintf(" %10s", num($10, "%.3f")) : "" }'
-
-echo
-echo "targets (16-byte pread: 2 to 8 jobs; over io_uring: 1 and 2 jobs):"
-jq -r '.targets[] | [.test, .target, (.noref // "-" | tostring), (.other // "-" | tostring),
-        (.ratio // "-" | tostring), (if .met == null then "not evaluated (missing variant)"
-                                      elif .met then "met" else "NOT met" end)] | @tsv' \
-  "$out/fs_bench.json" | awk -F'\t' '
-  function num(x, f) { return x == "-" ? "-" : sprintf(f, x) }
-  { printf "  %-10s %-30s %10s vs %10s IOPS = %6s  %s\n", $1, $2, num($3, "%.0f"),
-           num($4, "%.0f"), num($5, "%.3f"), $6 }'
-
-if [ "$(jq '.daemon_stats | length' "$out/fs_bench.json")" -gt 0 ]; then
-  echo
-  echo "daemon counters at the end (norefsctl stats): hits, fast-path share, top stop reasons"
-  jq -r '.daemon_stats | to_entries[] | .key as $v | .value.cache as $c
-    | [$v, $c.read_path, $c.reads, $c.hits, $c.misses, $c.hit_ratio, $c.fast_share,
-       ($c.stops | to_entries | sort_by(-.value.count) | map(select(.value.count > 0))[:3]
-        | map("\(.key) \(.value.share * 100 | floor)%") | join(", "))] | map(tostring) | @tsv' \
-    "$out/fs_bench.json" | awk -F'\t' '
-    BEGIN { printf "  %-19s %-12s %12s %12s %9s %7s %7s  %s\n", "variant", "read_path", "reads",
-            "hits", "misses", "hit%", "fast%", "stops" }
-    { printf "  %-19s %-12s %12s %12s %9s %6.1f%% %6.1f%%  %s\n", $1, $2, $3, $4, $5, $6 * 100,
-             $7 * 100, $8 }'
-fi
-echo
-echo "fs_bench: results in $out/fs_bench.csv, $out/fs_bench.json (config, results, targets, runs,"
-echo "          daemon counters), raw fio JSON in $out/fio/"
+# ---- report: the statistics, fs_bench.csv/.json, the figures -------------
+report_args=(--runtime="$runtime" --rounds="$rounds" --warm="$warm" --norefs="$norefs"
+  --minimal="$minimal" --max-threads="$max_threads" --cache-size="$cache_size"
+  --daemon-opts="$daemon_opts" --fio="$(fio --version)" --kernel="$(uname -r)" --cpus="$(nproc)"
+  --variants="${variants[*]}" --tests="${tests[*]}")
+[ "$quick" = 0 ] || report_args+=(--quick)
+[ "$clone_fd" = 0 ] || report_args+=(--clone-fd)
+[ "$io_uring" = 0 ] || report_args+=(--io-uring)
+for s_ in "${skipped[@]}"; do report_args+=(--skipped="$s_"); done
+[ -z "$plot_dir" ] || report_args+=(--plot="$plot_dir")
+"$report" "$out" "${report_args[@]}"

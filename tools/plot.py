@@ -23,6 +23,16 @@ tools/setup-deps.sh).
       over the rounds) per N and mode, one panel per variant and gp interval.
       --title replaces the first title line of every figure.
 
+  tools/plot.py fs FS_BENCH_CSV OUTDIR [--title T]
+      tools/fs_bench.sh's fs_bench.csv (tools/fs_bench_report.py writes it;
+      fs_bench.sh --plot DIR draws these): fs_bench_pread16, reads/s of the
+      16-byte preads against jobs, one line per variant (V+uring dashed in
+      V's colour; min-max of the rounds as error bars; a log scale when the
+      variants differ by more than 20x); fs_bench_throughput, one panel per
+      other job (4 KiB random reads in reads/s, sequential reads in MiB/s),
+      a bar per variant with the min-max of the rounds.  Each figure only
+      when its jobs ran.
+
 Writes OUTDIR/<name>.png and OUTDIR/<name>.svg for each figure and prints
 their paths.  Exits 2 with a message on bad input (missing columns, no rows,
 a --variant or --gp not in the CSV, a field that is not a number).
@@ -37,6 +47,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -361,6 +372,99 @@ def plot_punch(args):
         plot_bars(args)
 
 
+FS_COLUMNS = ["test", "numjobs", "variant", "runs_ok", "iops", "iops_min", "iops_max",
+              "bw_mib_s"]
+# fs_bench.sh's variants in its order, a colour each; V+uring takes V's.
+FS_VARIANT_COLOR = {"noref": "tab:red", "ref": "tab:blue", "ref-fetchadd": "tab:cyan",
+                    "stackcopy": "tab:orange", "cache=off": "tab:gray",
+                    "kernel_cache": "tab:green", "direct": "tab:olive", "minimal": "tab:purple"}
+FS_THROUGHPUT = {"randread4k": ("4 KiB random reads", "k reads/s", 1e-3, False),
+                 "seqread64k": ("64 KiB sequential reads", "MiB/s", 1, True),
+                 "seqread1m": ("1 MiB sequential reads", "MiB/s", 1, True)}
+
+
+def fs_cells(path):
+    """fs_bench.csv's rows that have a mean, as (test, numjobs, variant, mean,
+    min, max, MiB/s per reads/s), in the file's order."""
+    cells = []
+    for r in read_rows(path, FS_COLUMNS):
+        if r["iops"] == "":  # every round of the cell failed: nothing to draw
+            continue
+        iops = real(path, r, "iops")
+        mib = real(path, r, "bw_mib_s")
+        cells.append((r["test"], whole(path, r, "numjobs"), r["variant"], iops,
+                      real(path, r, "iops_min"), real(path, r, "iops_max"),
+                      mib / iops if iops else 0.0))
+    if not cells:
+        die(f"{path}: no row with a result")
+    return cells
+
+
+def fs_style(variant):
+    base = variant.removesuffix("+uring")
+    return dict(color=FS_VARIANT_COLOR.get(base, "tab:brown"),
+                linestyle="--" if variant.endswith("+uring") else "-")
+
+
+def plot_fs(path, outdir, title=None):
+    cells = fs_cells(path)
+    variants = list(dict.fromkeys(c[2] for c in cells))  # the CSV's order
+    pread = [c for c in cells if c[0].startswith("pread16-")]
+    if pread:
+        fig, ax = plt.subplots(figsize=(7.5, 4.6))
+        for v in variants:
+            pts = sorted((c[1], c[3], c[4], c[5]) for c in pread if c[2] == v)
+            if not pts:
+                continue
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                        marker="o", capsize=3, label=v, **fs_style(v))
+        lows = [c[4] for c in pread if c[4] > 0]
+        if lows and max(c[5] for c in pread) > 20 * min(lows):
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({c[1] for c in pread}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.set_xlabel("fio jobs (threads, one fd each)")
+        ax.set_ylabel("reads/s")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        ax.set_title(title or "fio: 16-byte pread at offset 0 through each variant\n"
+                     "mean of the rounds, bars: min-max; dashed: over io_uring")
+        fig.tight_layout()
+        save(fig, outdir, "fs_bench_pread16")
+    tests = [t for t in FS_THROUGHPUT if any(c[0] == t for c in cells)]
+    if tests:
+        fig, axes = plt.subplots(1, len(tests), figsize=(4.4 * len(tests), 0.9 +
+                                 0.32 * len(variants)), squeeze=False)
+        for ax, t in zip(axes.flat, tests):
+            what, unit, k, in_bytes = FS_THROUGHPUT[t]
+            sel = [c for c in cells if c[0] == t]
+            sel.sort(key=lambda c: variants.index(c[2]))
+            scale = [k * (c[6] if in_bytes else 1) for c in sel]
+            y = range(len(sel))
+            x = [c[3] * s for c, s in zip(sel, scale)]
+            ax.barh(y, x, xerr=[[(c[3] - c[4]) * s for c, s in zip(sel, scale)],
+                                [(c[5] - c[3]) * s for c, s in zip(sel, scale)]],
+                    color=[fs_style(c[2])["color"] for c in sel], capsize=3,
+                    alpha=0.85)
+            for bar, c in zip(ax.patches, sel):
+                if c[2].endswith("+uring"):
+                    bar.set_hatch("//")
+            ax.set_yticks(list(y))
+            ax.set_yticklabels([c[2] for c in sel], fontsize=8)
+            ax.invert_yaxis()
+            ax.set_xlabel(unit)
+            ax.set_title(what)
+            ax.grid(axis="x", alpha=0.3)
+        fig.suptitle(title or "fio through each variant (mean of the rounds, bars: min-max; "
+                     "hatched: over io_uring)", fontsize=10)
+        fig.tight_layout()
+        save(fig, outdir, "fs_bench_throughput")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="kind", required=True)
@@ -378,6 +482,11 @@ def main():
                    help="gp interval to draw over time (default: the first)")
     p.add_argument("--title")
     p.set_defaults(func=plot_punch)
+    p = sub.add_parser("fs", help="tools/fs_bench.sh's fs_bench.csv")
+    p.add_argument("csv", metavar="FS_BENCH_CSV")
+    p.add_argument("outdir")
+    p.add_argument("--title")
+    p.set_defaults(func=lambda a: plot_fs(a.csv, a.outdir, a.title))
     args = ap.parse_args()
     args.func(args)
 

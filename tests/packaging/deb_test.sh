@@ -81,7 +81,9 @@ depends=$(dpkg-deb -f "$deb" Depends)
 for d in libfuse3-3 liburcu8 libjemalloc2 liburing2 fuse3; do
   [[ ", $depends," == *", $d"[\ ,]* ]] || fail "Depends lacks $d: $depends"
 done
-[[ $(dpkg-deb -f "$deb" Recommends) == *fio* ]] || fail "Recommends lacks fio"
+for r in fio python3; do
+  [[ ", $(dpkg-deb -f "$deb" Recommends)," == *", $r,"* ]] || fail "Recommends lacks $r"
+done
 echo "$control" | grep -E '^(Package|Version|Architecture|Depends|Recommends|Installed-Size):' | sed 's/^/control: /'
 
 # ── Contents ──
@@ -93,6 +95,9 @@ for f in usr/bin/norefs usr/bin/norefsctl usr/bin/norefs_pread_scaling usr/bin/n
 done
 [ "$(readlink "$root/usr/sbin/mount.fuse.norefs")" = ../bin/norefs ] ||
   fail "usr/sbin/mount.fuse.norefs is not a link to ../bin/norefs"
+for f in usr/share/norefs/fs_bench.sh usr/share/norefs/fs_bench_report.py usr/share/norefs/plot.py; do
+  [ -x "$root/$f" ] && [ -f "$root/$f" ] || fail "$f missing or not executable"
+done
 for f in usr/share/norefs/fs_bench.sh usr/share/norefs/fio/pread16.fio \
   usr/share/man/man8/norefs.8.gz usr/share/man/man1/norefsctl.1.gz usr/share/man/man1/norefs-bench.1.gz \
   usr/lib/systemd/system/norefs@.service usr/share/doc/norefs/copyright \
