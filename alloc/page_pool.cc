@@ -1,18 +1,16 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // The design block is in page_pool.h.  Invariants kept under each slot lock:
-//   (I1) pending non-empty  =>  inflight non-empty (driver engine), or
-//        on_call_rcu (call_rcu engine: a callback is queued or running for
-//        the slot, and cuts pending before it lets go of the slot).
+//   (I1) pending non-empty  =>  inflight non-empty.
 //        Whenever inflight empties (its batch freed), pending is cut into it
 //        in the same critical section.  So a slot needs no outside help to
 //        drain: its in-flight batch always has a grace period coming, and
-//        that grace period's sweep (or callback) cuts the rest.  It is why a
-//        thread can exit and leave its lists behind.
+//        that grace period's sweep cuts the rest.  It is why a thread can
+//        exit and leave its lists behind.
 //   (I2) every page on inflight was on pending before the cut; the cut takes
-//        the batch's cookie (driver) or hands it to call_rcu after the
-//        pages are queued, so the batch's grace period begins after every
-//        one of its pages was queued (grace_period.h for the ordering).
+//        the batch's cookie after the pages are queued, so the batch's grace
+//        period begins after every one of its pages was queued
+//        (grace_period.h for the ordering).
 //   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + done.n +
 //        pages an expedite work or a freeing thread has taken but not yet
 //        freed.
@@ -37,7 +35,6 @@
 
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
-#include "alloc/rcu.h"
 
 namespace norefs::alloc {
 namespace {
@@ -116,33 +113,16 @@ void sleep_until_us(std::uint64_t us) {
 
 }  // namespace
 
-struct Slot;
-
-// The call_rcu engine's handle on a slot's in-flight batch.  Standard layout
-// with the head first, so the callback can get back to the slot.
-struct BatchHead {
-  rcu::Head head;
-  Slot* slot;
-};
-
 struct alignas(64) Slot {
   SpinLock lock;
   PageList pending;   // guarded by lock
   PageList inflight;  // guarded by lock
   // Guarded by lock.  Lists whose grace period has completed (an expedite
-  // work's, a call_rcu batch's), handed back for the owner to free on its
+  // work's), handed back for the owner to free on its
   // next free() with its own warm tcache.  Counted in ctr->inflight until
   // freed; sweep() frees them if the owner stops freeing.
   PageList done;
-  // Guarded by lock.  Driver engine: the cookie the batch waits for.
-  // call_rcu engine: the number GracePeriods::begin() gave its grace period.
-  std::uint64_t inflight_cookie = 0;
-  // Guarded by lock; call_rcu engine.  True from the cut that hands a batch
-  // to call_rcu until the callback that handles it has finished with the
-  // slot, frees included: while true, the callback owns batch_head and is
-  // responsible for cutting pending (I1), and ~Impl waits for it.
-  bool on_call_rcu = false;
-  BatchHead batch_head{};
+  std::uint64_t inflight_cookie = 0;  // guarded by lock: the cookie the batch waits for
   // Set by the owner under the lock when it queues expedite work, cleared by
   // the worker under the lock when it takes the list.  make_way() reads it
   // without the lock (relaxed): it is a hint to yield, nothing more.
@@ -154,7 +134,6 @@ struct alignas(64) Slot {
   // own warm tcache and without contending with us on the arena.
   std::uint64_t active_epoch = 0;
   SlotCounters* ctr = nullptr;
-  PagePool::Impl* pool = nullptr;
   // Written under Impl::registry_mu; sweep() reads it without that lock, as
   // a heuristic only, hence atomic and relaxed.
   std::atomic<bool> owned{false};
@@ -175,11 +154,10 @@ struct ThreadBindings {
 };
 thread_local Binding tls_last;
 thread_local ThreadBindings tls_bindings;
-// Threads that serve pools rather than use them: the driver, the expedite
-// worker, liburcu's call_rcu worker.  Their slots do not count against
-// PagePoolConfig::max_threads.
+// Threads that serve pools rather than use them: the driver and the expedite
+// worker.  Their slots do not count against PagePoolConfig::max_threads.
 thread_local bool tls_internal_thread = false;
-constexpr std::size_t kInternalSlots = 3;
+constexpr std::size_t kInternalSlots = 2;
 
 // Live pools by id, so that an exiting thread never touches a destroyed pool.
 // Leaked on purpose: threads may exit after static destructors have run.
@@ -214,7 +192,7 @@ struct PagePool::Impl {
   // This thread's slot if it has one in this pool, without taking one.
   Slot* find_my_slot() const;
   // The tcache a thread that only frees what others queued (the driver,
-  // drain(), a callback) should use: its slot's, or none.  Never takes a
+  // the expedite worker, drain()) should use: its slot's, or none.  Never takes a
   // slot: every user slot may be held by live, idle threads.
   int calling_tcache() const {
     const Slot* s = find_my_slot();
@@ -222,14 +200,11 @@ struct PagePool::Impl {
   }
   void release_slot(Slot* s);
 
-  // Moves pending to inflight.  Context: slot lock held, inflight empty.
-  // Returns the cookie to request (driver) or 0.
+  // Moves pending to inflight and stamps it.  Returns the cookie to request.
+  // Context: slot lock held, inflight empty.
   std::uint64_t cut_locked(Slot* s);
-  // Driver engine only: a call_rcu batch is ready when its callback runs,
-  // and belongs to the callback until then.
   bool batch_ready_locked(const Slot* s) const {
-    return config.gp_engine == GpEngine::driver && !s->inflight.empty() &&
-           (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
+    return !s->inflight.empty() && (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
   }
   // Whether the slot's owner freed in this or the previous sweep epoch.
   // Context: slot lock held.
@@ -248,7 +223,7 @@ struct PagePool::Impl {
 
   void request_gp(std::uint64_t cookie);
   void driver_main();
-  // Frees completed batches (driver engine) and done lists, and cuts the
+  // Frees completed batches and done lists, and cuts the
   // lists behind them (I1).  Leaves those of owners active in the last
   // sweep epoch to them, unless `all`.
   void sweep(bool all);
@@ -257,10 +232,6 @@ struct PagePool::Impl {
 
   void queue_expedite(Slot* s);
   void expedite_main();
-  // call_rcu engine: the callback, and the batch completion it runs (which
-  // the debug_skip_grace_period control calls directly).
-  static void call_rcu_callback(rcu::Head* head);
-  static void call_rcu_done(rcu::Head* head);
 
   std::uint64_t waiting() const { return sum_waiting(stats.header(), &stats.slot(0)); }
 
@@ -323,12 +294,9 @@ PagePool::Impl::Impl(const PagePoolConfig& c)
   slots = std::make_unique<Slot[]>(capacity);
   for (std::size_t i = 0; i < capacity; i++) {
     slots[i].ctr = &stats.slot(i);
-    slots[i].batch_head.slot = &slots[i];
-    slots[i].pool = this;
   }
   auto bit = [](bool on, ConfigBits b) { return on ? std::uint64_t{b} : std::uint64_t{0}; };
   std::uint64_t bits = bit(config.defer, kCfgDefer) | bit(config.expedite, kCfgExpedite) |
-                       bit(config.gp_engine == GpEngine::call_rcu, kCfgCallRcu) |
                        bit(config.tcache == TcacheMode::none, kCfgTcacheNone) |
                        bit(config.check, kCfgCheck);
   stats.header().config.store(bits, std::memory_order_relaxed);
@@ -367,21 +335,6 @@ PagePool::Impl::~Impl() {
   driver.join();
 
   std::size_t n = nslots.load(std::memory_order_acquire);
-  if (config.gp_engine == GpEngine::call_rcu) {
-    // A callback may hand its slot's next batch to call_rcu after a barrier
-    // has started: repeat until no slot is flagged (on_call_rcu stays set
-    // until its callback is completely done with the slot).
-    for (;;) {
-      bool out = false;
-      for (std::size_t i = 0; i < n; i++) {
-        slots[i].lock.lock();
-        out |= slots[i].on_call_rcu;
-        slots[i].lock.unlock();
-      }
-      if (!out) break;
-      rcu::barrier();
-    }
-  }
   // Everything still listed was queued before this grace period began.
   gp.synchronize();
   for (std::size_t i = 0; i < n; i++) {
@@ -455,7 +408,7 @@ Slot* PagePool::Impl::my_slot_slow() {
 }
 
 // The thread is exiting.  By (I1) its lists need nothing from it: the slot
-// keeps them and the driver (or call_rcu) drains them.  Its tcache goes back
+// keeps them and the driver drains them.  Its tcache goes back
 // to the arena so that no page sits in a cache nobody uses.
 // Context: live_pools().mu held (the pool is alive).
 void PagePool::Impl::release_slot(Slot* s) {
@@ -497,11 +450,6 @@ std::uint64_t PagePool::Impl::cut_locked(Slot* s) {
   counter_sub(s->ctr->pending, batch.n);
   counter_add(s->ctr->inflight, batch.n);
   s->inflight = batch;
-  if (config.gp_engine == GpEngine::call_rcu) {
-    s->on_call_rcu = true;
-    s->inflight_cookie = gp.begin();
-    return 0;
-  }
   s->inflight_cookie = gp.cookie();
   return s->inflight_cookie;
 }
@@ -516,24 +464,17 @@ void PagePool::Impl::free(Page* p) {
   if (config.check) p->queued_gp = gp.cookie();
   PageList ready;
   std::uint64_t cookie = 0;
-  bool hand_to_call_rcu = false, expedite = false;
+  bool expedite = false;
   s->lock.lock();
   s->pending.push(p);
   s->active_epoch = sweep_epoch.load(std::memory_order_relaxed);
   counter_add(s->ctr->pending, 1);
   counter_add(s->ctr->deferred, 1);
-  // Driver engine: free our own completed batch here, on a warm tcache,
-  // rather than leave it to the driver.
+  // Free our own completed batch here, on a warm tcache, rather than leave
+  // it to the driver.
   if (batch_ready_locked(s)) ready = s->inflight.take();
   if (!s->done.empty()) append(ready, s->done.take());
-  if (config.gp_engine == GpEngine::call_rcu) {
-    if (!s->on_call_rcu) {
-      cut_locked(s);
-      hand_to_call_rcu = true;
-    }
-  } else if (s->inflight.empty()) {
-    cookie = cut_locked(s);
-  }
+  if (s->inflight.empty()) cookie = cut_locked(s);  // (I1)
   if (config.expedite && s->pending.n >= config.expedite_pages &&
       !s->expedite_queued.load(std::memory_order_relaxed)) {
     s->expedite_queued.store(true, std::memory_order_relaxed);  // under the lock
@@ -541,13 +482,6 @@ void PagePool::Impl::free(Page* p) {
   }
   s->lock.unlock();
 
-  if (hand_to_call_rcu) {
-    if (config.debug_skip_grace_period) {
-      call_rcu_done(&s->batch_head.head);
-    } else {
-      rcu::call(&s->batch_head.head, call_rcu_callback);
-    }
-  }
   if (cookie) request_gp(cookie);
   if (expedite) queue_expedite(s);
   free_waited(s, ready, s->tcache);
@@ -594,41 +528,6 @@ void PagePool::Impl::request_gp(std::uint64_t cookie) {
       wake = true;
     }
     wake_cv.notify_one();
-  }
-}
-
-// call_rcu engine: runs on liburcu's worker after the batch's grace period.
-void PagePool::Impl::call_rcu_callback(rcu::Head* head) {
-  rcu::callback_begins(head);
-  tls_internal_thread = true;  // liburcu's worker
-  call_rcu_done(head);
-}
-
-void PagePool::Impl::call_rcu_done(rcu::Head* head) {
-  Slot* s = reinterpret_cast<BatchHead*>(head)->slot;
-  // The pool outlives this call: ~Impl waits while s->on_call_rcu is set.
-  Impl* pool = s->pool;
-  s->lock.lock();
-  PageList ready = s->inflight.take();
-  // The debug control waited for nothing, so it publishes nothing.
-  if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
-  s->lock.unlock();
-  pool->complete(s, ready, pool->calling_tcache());
-
-  s->lock.lock();
-  bool again = !s->pending.empty();
-  if (again) {
-    pool->cut_locked(s);  // on_call_rcu stays set: the next callback owns the slot
-  } else {
-    s->on_call_rcu = false;  // from here on, neither `s` nor `pool` may be touched
-  }
-  s->lock.unlock();
-  if (!again) return;
-  if (pool->config.debug_skip_grace_period) {
-    // Test control only; the recursion ends when pending stays empty.
-    call_rcu_done(head);
-  } else {
-    rcu::call(head, call_rcu_callback);
   }
 }
 
@@ -683,8 +582,6 @@ void PagePool::Impl::tick_decay() {
 
 void PagePool::Impl::driver_main() {
   tls_internal_thread = true;
-  // call_rcu engine: the driver only samples (peak, arena stats).
-  const bool drives = config.gp_engine == GpEngine::driver;
   const auto idle_tick = std::chrono::milliseconds(10);
   while (!stop.load(std::memory_order_relaxed)) {
     std::uint64_t now = monotonic_ms();
@@ -692,31 +589,28 @@ void PagePool::Impl::driver_main() {
       sweep_epoch_due_ms = now + kSweepEpochMs;
       sweep_epoch.fetch_add(1, std::memory_order_relaxed);  // see its declaration
     }
-    if (drives) {
-      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
-        // Pace: frees meanwhile join the pending lists, and the batches
-        // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
-        if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
-        next_gp_us = monotonic_us() + config.gp_interval_us;
-        update_peak();  // before the GP: no owner can have freed its batch yet
-        gp.synchronize();
-      }
-      // Frees what is ready, whoever ran its grace period (the expedite
-      // worker's count too), and cuts the lists behind it (I1).
-      sweep(false);
-      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
-        refresh_arena_stats();
-        tick_decay();
-        continue;
-      }
+    if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+      // Pace: frees meanwhile join the pending lists, and the batches
+      // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
+      if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
+      next_gp_us = monotonic_us() + config.gp_interval_us;
+      update_peak();  // before the GP: no owner can have freed its batch yet
+      gp.synchronize();
     }
-    if (!drives) sweep(false);  // call_rcu: done lists of owners that went idle
+    // Frees what is ready, whoever ran its grace period (the expedite
+    // worker's count too), and cuts the lists behind it (I1).
+    sweep(false);
+    if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+      refresh_arena_stats();
+      tick_decay();
+      continue;
+    }
     update_peak();
     refresh_arena_stats();
     tick_decay();
     // Dekker with request_gp(): see there.
     driver_sleeping.store(true, std::memory_order_seq_cst);
-    if (!(drives && gp_requested.load(std::memory_order_seq_cst) > gp.completed())) {
+    if (gp_requested.load(std::memory_order_seq_cst) <= gp.completed()) {
       std::unique_lock<std::mutex> g(wake_mu);
       wake_cv.wait_for(g, idle_tick, [this] { return wake; });
       wake = false;
@@ -787,11 +681,7 @@ void PagePool::Impl::make_way() {
 
 void PagePool::Impl::drain() {
   while (waiting() != 0) {
-    if (config.gp_engine == GpEngine::call_rcu) {
-      rcu::barrier();
-    } else {
-      gp.synchronize();
-    }
+    gp.synchronize();
     sweep(true);
     // Pages taken by the expedite worker or a freeing thread are counted
     // until they are freed; give them the CPU.

@@ -85,7 +85,7 @@ struct alignas(64) StatsHeader {
 enum ConfigBits : std::uint64_t {
   kCfgDefer = 1,
   kCfgExpedite = 2,
-  kCfgCallRcu = 4,
+  // 4: retired (the call_rcu grace-period engine); never set.
   kCfgTcacheNone = 8,
   kCfgCheck = 16,
 };
