@@ -35,67 +35,10 @@
 
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
+#include "alloc/page_list.h"
 
 namespace norefs::alloc {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// A lock for critical sections of a few list operations.  Spins briefly, then
-// yields: with more threads than cores the holder may be preempted.
-class SpinLock {
- public:
-  void lock() {
-    // Acquire pairs with the release in unlock(): the previous holder's list
-    // and counter writes are visible to us.
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (++spins < 64) {
-          cpu_relax();
-        } else {
-          sched_yield();
-        }
-      }
-    }
-  }
-  void unlock() { locked_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
-
-// A LIFO of pages linked through Page::free_next, with its tail so that
-// append() is O(1) (it runs under slot locks).  Not thread-safe: every list
-// lives under a slot lock or belongs to one thread.
-struct PageList {
-  Page* head = nullptr;
-  Page* tail = nullptr;
-  std::size_t n = 0;
-
-  bool empty() const { return n == 0; }
-  void push(Page* p) {
-    p->free_next = head;
-    head = p;
-    if (!tail) tail = p;
-    n++;
-  }
-  PageList take() { return std::exchange(*this, PageList{}); }
-};
-
-// Moves `b` onto the front of `a`.
-void append(PageList& a, PageList b) {
-  if (b.empty()) return;
-  b.tail->free_next = a.head;
-  if (a.empty()) a.tail = b.tail;
-  a.head = b.head;
-  a.n += b.n;
-}
 
 std::uint64_t monotonic_us() {
   timespec ts{};
