@@ -36,6 +36,7 @@
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
 #include "alloc/page_list.h"
+#include "alloc/thread_slots.h"
 
 namespace norefs::alloc {
 namespace {
@@ -77,42 +78,17 @@ struct alignas(64) Slot {
   // own warm tcache and without contending with us on the arena.
   std::uint64_t active_epoch = 0;
   SlotCounters* ctr = nullptr;
-  // Written under Impl::registry_mu; sweep() reads it without that lock, as
-  // a heuristic only, hence atomic and relaxed.
-  std::atomic<bool> owned{false};
-  bool internal = false;  // guarded by Impl::registry_mu: owned by a pool thread
 };
 
-// Which thread uses which slot of which pool.  `tls_last` is the hot-path
-// cache (trivially destructible); `tls_bindings` is the full list, whose
-// destructor hands the slots back when the thread exits.
-struct Binding {
+// The pool this thread used last and its slot there: my_slot()'s fast path.
+// Trivial and constinit: reading it is a plain thread-local load.  Pool ids
+// (SlotRegistry::id()) start at 1, so {0, nullptr} matches no pool.  Cleared
+// at thread exit before the slot goes back (SlotRegistry::Hooks::forget).
+struct LastSlot {
   std::uint64_t pool_id = 0;
-  PagePool::Impl* pool = nullptr;
   Slot* slot = nullptr;
 };
-struct ThreadBindings {
-  std::vector<Binding> list;
-  ~ThreadBindings();
-};
-thread_local Binding tls_last;
-thread_local ThreadBindings tls_bindings;
-// Threads that serve pools rather than use them: the driver and the expedite
-// worker.  Their slots do not count against PagePoolConfig::max_threads.
-thread_local bool tls_internal_thread = false;
-constexpr std::size_t kInternalSlots = 2;
-
-// Live pools by id, so that an exiting thread never touches a destroyed pool.
-// Leaked on purpose: threads may exit after static destructors have run.
-struct LivePools {
-  std::mutex mu;
-  std::unordered_map<std::uint64_t, PagePool::Impl*> pools;  // guarded by mu
-  std::uint64_t next_id = 1;                                 // guarded by mu
-};
-LivePools& live_pools() {
-  static auto* p = new LivePools;
-  return *p;
-}
+constinit thread_local LastSlot tls_last;
 
 // The padding the analyzer reports is deliberate: gp_requested gets a cache
 // line of its own (alignas(64) below), apart from the registry.
@@ -131,9 +107,17 @@ struct PagePool::Impl {
     if (tls_last.pool_id == id) return tls_last.slot;
     return my_slot_slow();
   }
-  Slot* my_slot_slow();
+  Slot* my_slot_slow() {
+    Slot* s = &slots[registry.acquire()];
+    tls_last = {id, s};
+    return s;
+  }
   // This thread's slot if it has one in this pool, without taking one.
-  Slot* find_my_slot() const;
+  Slot* find_my_slot() const {
+    if (tls_last.pool_id == id) return tls_last.slot;
+    std::optional<std::size_t> i = registry.find();
+    return i ? &slots[*i] : nullptr;
+  }
   // The tcache a thread that only frees what others queued (the driver,
   // the expedite worker, drain()) should use: its slot's, or none.  Never takes a
   // slot: every user slot may be held by live, idle threads.
@@ -141,7 +125,10 @@ struct PagePool::Impl {
     const Slot* s = find_my_slot();
     return s ? s->tcache : PageArena::kNoTcache;
   }
-  void release_slot(Slot* s);
+  // SlotRegistry hooks, under its mutex: a thread takes slot i / the
+  // thread holding it exits (its lists stay: (I1) drains them).
+  void on_take(std::size_t i);
+  void on_release(std::size_t i);
 
   // Moves pending to inflight and stamps it.  Returns the cookie to request.
   // Context: slot lock held, inflight empty.
@@ -153,7 +140,7 @@ struct PagePool::Impl {
   // Context: slot lock held.
   bool owner_active_locked(const Slot* s) const {
     return s->active_epoch + 1 >= sweep_epoch.load(std::memory_order_relaxed) &&
-           s->owned.load(std::memory_order_relaxed);
+           registry.held(static_cast<std::size_t>(s - slots.get()));
   }
   // A list whose grace period has completed: hand it to an active owner
   // (Slot::done), else free it here with `tcache`.
@@ -176,19 +163,16 @@ struct PagePool::Impl {
   void queue_expedite(Slot* s);
   void expedite_main();
 
-  std::uint64_t waiting() const { return sum_waiting(stats.header(), &stats.slot(0)); }
+  std::uint64_t waiting() const { return sum_waiting(stats.header(), stats.slots()); }
 
   const PagePoolConfig config;
-  std::uint64_t id = 0;
   PageArena arena;
   mutable StatsBlock stats;
   GracePeriods gp;
-
-  std::mutex registry_mu;         // guards Slot::owned, slot creation; before any slot lock
-  std::unique_ptr<Slot[]> slots;  // max_threads + kInternalSlots
-  std::size_t capacity = 0;
-  std::atomic<std::size_t> nslots{0};  // slots [0, nslots) are initialized
-  std::size_t user_slots = 0;          // guarded by registry_mu: owned by user threads
+  std::unique_ptr<Slot[]> slots;  // config.max_threads, all constructed in Impl()
+  // Which thread holds which slot; [0, registry.used()) were ever taken.
+  SlotRegistry registry;
+  const std::uint64_t id;  // registry.id(), copied for my_slot()
 
   // Driver.  `gp_requested` is the highest cookie any batch waits for.
   alignas(64) std::atomic<std::uint64_t> gp_requested{0};
@@ -217,25 +201,23 @@ struct PagePool::Impl {
   std::thread expediter;
 };
 
-ThreadBindings::~ThreadBindings() {
-  LivePools& lp = live_pools();
-  std::lock_guard<std::mutex> g(lp.mu);
-  for (const Binding& b : list) {
-    auto it = lp.pools.find(b.pool_id);
-    if (it != lp.pools.end()) it->second->release_slot(b.slot);
-  }
-}
-
 PagePool::Impl::Impl(const PagePoolConfig& c)
     : config(c),
-      stats(c.stats_path, c.max_threads + kInternalSlots),
+      stats(c.stats_path, c.max_threads),
       gp(stats.header()),
-      capacity(c.max_threads + kInternalSlots) {
+      slots(std::make_unique<Slot[]>(c.max_threads)),
+      registry(c.max_threads,
+               "more than " + std::to_string(c.max_threads) +
+                   " threads use one PagePool at once (PagePoolConfig::max_threads)",
+               {.on_take = [this](std::size_t i) { on_take(i); },
+                .on_release = [this](std::size_t i) { on_release(i); },
+                .forget = [] { tls_last = {}; }},
+               &stats.nslots()),
+      id(registry.id()) {
   if (config.max_threads == 0) NOREFS_DIE("PagePool: max_threads must be at least 1");
   if (config.expedite && config.expedite_pages == 0)
     NOREFS_DIE("PagePool: expedite_pages must be at least 1");
-  slots = std::make_unique<Slot[]>(capacity);
-  for (std::size_t i = 0; i < capacity; i++) {
+  for (std::size_t i = 0; i < config.max_threads; i++) {
     slots[i].ctr = &stats.slot(i);
   }
   auto bit = [](bool on, ConfigBits b) { return on ? std::uint64_t{b} : std::uint64_t{0}; };
@@ -244,23 +226,12 @@ PagePool::Impl::Impl(const PagePoolConfig& c)
                        bit(config.check, kCfgCheck);
   stats.header().config.store(bits, std::memory_order_relaxed);
   if (config.dirty_decay_ms >= -1) arena.set_dirty_decay_ms(config.dirty_decay_ms);
-  {
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    id = lp.next_id++;
-    lp.pools.emplace(id, this);
-  }
   driver = std::thread([this] { driver_main(); });
   if (config.expedite) expediter = std::thread([this] { expedite_main(); });
 }
 
 PagePool::Impl::~Impl() {
-  {
-    // From here on, exiting threads leave their slots alone.
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    lp.pools.erase(id);
-  }
+  registry.close();  // from here on, exiting threads leave their slots alone
   if (expediter.joinable()) {
     {
       std::lock_guard<std::mutex> g(expedite_mu);
@@ -277,7 +248,7 @@ PagePool::Impl::~Impl() {
   wake_cv.notify_one();
   driver.join();
 
-  std::size_t n = nslots.load(std::memory_order_acquire);
+  std::size_t n = registry.used();
   // Everything still listed was queued before this grace period began.
   gp.synchronize();
   for (std::size_t i = 0; i < n; i++) {
@@ -305,61 +276,22 @@ PagePool::Impl::~Impl() {
   }
 }
 
-Slot* PagePool::Impl::my_slot_slow() {
-  for (const Binding& b : tls_bindings.list) {
-    if (b.pool_id == id) {
-      tls_last = b;
-      return b.slot;
-    }
+void PagePool::Impl::on_take(std::size_t i) {
+  Slot& s = slots[i];
+  // An adopted slot keeps its tcache; only the owner thread uses it.
+  if (config.tcache == TcacheMode::private_ && s.tcache == PageArena::kNoTcache) {
+    s.tcache = arena.tcache_create();
   }
-  Slot* s = nullptr;
-  {
-    std::lock_guard<std::mutex> g(registry_mu);
-    std::size_t n = nslots.load(std::memory_order_relaxed);
-    for (std::size_t i = 0; i < n && !s; i++) {
-      if (!slots[i].owned.load(std::memory_order_relaxed)) s = &slots[i];
-    }
-    if (!tls_internal_thread && user_slots == config.max_threads) {
-      NOREFS_DIE("more than " + std::to_string(config.max_threads) +
-                 " threads use one PagePool at once (PagePoolConfig::max_threads)");
-    }
-    if (!s) {
-      if (n == capacity) NOREFS_DIE("PagePool: more internal threads than kInternalSlots");
-      s = &slots[n];
-      // Release: the driver iterating [0, nslots) with acquire sees the slot
-      // constructed (it was, in Impl(); this publishes nothing else).
-      nslots.store(n + 1, std::memory_order_release);
-      stats.header().nslots.store(n + 1, std::memory_order_relaxed);
-    }
-    s->owned.store(true, std::memory_order_relaxed);
-    s->internal = tls_internal_thread;
-    if (!s->internal) user_slots++;
-    if (config.tcache == TcacheMode::private_ && s->tcache == PageArena::kNoTcache) {
-      s->tcache = arena.tcache_create();
-    }
-    s->ctr->in_use.store(s->internal ? 0 : 1, std::memory_order_relaxed);
-  }
-  // Forget bindings of pools that no longer exist, then remember this one.
-  {
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    std::erase_if(tls_bindings.list, [&](const Binding& b) { return !lp.pools.count(b.pool_id); });
-  }
-  tls_bindings.list.push_back(Binding{id, this, s});
-  tls_last = tls_bindings.list.back();
-  return s;
+  s.ctr->in_use.store(1, std::memory_order_relaxed);  // single writer: the registry's mutex
 }
 
 // The thread is exiting.  By (I1) its lists need nothing from it: the slot
-// keeps them and the driver drains them.  Its tcache goes back
-// to the arena so that no page sits in a cache nobody uses.
-// Context: live_pools().mu held (the pool is alive).
-void PagePool::Impl::release_slot(Slot* s) {
-  if (s->tcache != PageArena::kNoTcache) arena.tcache_flush(s->tcache);
-  std::lock_guard<std::mutex> g(registry_mu);
-  s->owned.store(false, std::memory_order_relaxed);
-  if (!s->internal) user_slots--;
-  s->ctr->in_use.store(0, std::memory_order_relaxed);
+// keeps them and the driver drains them.  Its tcache goes back to the arena
+// so that no page sits in a cache nobody uses.
+void PagePool::Impl::on_release(std::size_t i) {
+  Slot& s = slots[i];
+  if (s.tcache != PageArena::kNoTcache) arena.tcache_flush(s.tcache);
+  s.ctr->in_use.store(0, std::memory_order_relaxed);  // single writer: the registry's mutex
 }
 
 Page* PagePool::Impl::alloc() {
@@ -476,12 +408,12 @@ void PagePool::Impl::request_gp(std::uint64_t cookie) {
 
 void PagePool::Impl::sweep(bool all) {
   std::uint64_t want = 0;
-  std::size_t n = nslots.load(std::memory_order_acquire);
+  std::size_t n = registry.used();
   for (std::size_t i = 0; i < n; i++) {
     Slot* s = &slots[i];
     PageList ready;
     s->lock.lock();
-    // `owned` is guarded by registry_mu; read racily it is a heuristic only.
+    // registry.held() is read racily: a heuristic only (thread_slots.h).
     bool leave_to_owner = !all && owner_active_locked(s);
     if (!leave_to_owner) {
       if (batch_ready_locked(s)) {
@@ -524,7 +456,6 @@ void PagePool::Impl::tick_decay() {
 }
 
 void PagePool::Impl::driver_main() {
-  tls_internal_thread = true;
   const auto idle_tick = std::chrono::milliseconds(10);
   while (!stop.load(std::memory_order_relaxed)) {
     std::uint64_t now = monotonic_ms();
@@ -571,7 +502,6 @@ void PagePool::Impl::queue_expedite(Slot* s) {
 }
 
 void PagePool::Impl::expedite_main() {
-  tls_internal_thread = true;
   StatsHeader& h = stats.header();
   for (;;) {
     Slot* s;
@@ -601,14 +531,6 @@ void PagePool::Impl::expedite_main() {
     // Our grace period may have completed other slots' batches too.
     sweep(false);
   }
-}
-
-Slot* PagePool::Impl::find_my_slot() const {
-  if (tls_last.pool_id == id) return tls_last.slot;
-  for (const Binding& b : tls_bindings.list) {
-    if (b.pool_id == id) return b.slot;
-  }
-  return nullptr;
 }
 
 void PagePool::Impl::make_way() {

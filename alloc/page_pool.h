@@ -43,10 +43,11 @@
 // periods (grace_period.h).
 //
 // Threads come and go (libfuse creates and destroys workers).  A thread gets
-// a slot on first use; at thread exit it hands the slot back: the lists stay
-// in it, the driver keeps draining them, and the next new thread may adopt
-// the slot with whatever is still on it.  So nothing is lost when a thread
-// exits and slots are bounded by the peak number of live threads.
+// a slot on first use; at thread exit it hands the slot back (thread_slots.h:
+// the protocol): the lists stay in it, the driver keeps draining them, and
+// the next new thread may adopt the slot with whatever is still on it.  So
+// nothing is lost when a thread exits and slots are bounded by the peak
+// number of live threads.
 //
 // The driver: one thread of ours runs GracePeriods::synchronize() whenever a
 // batch waits, at most once per gp_interval_us, and after each one sweeps:
@@ -56,9 +57,10 @@
 // and retired: docs/benchmarks.md#fill-and-free.)
 //
 // Lock order (the whole process, one table: docs/design.md#lock-order):
-// LivePools::mu -> registry_mu -> slot lock; the expedite queue lock and the
-// driver's wake lock are leaves.  No lock here is taken inside a read-side
-// section, and none is held across synchronize().
+// the slot lock, the slot registry's mutex (thread_slots.h), the expedite
+// queue lock and the driver's wake lock are all leaves: none is taken while
+// another is held.  No lock here is taken inside a read-side section, and
+// none is held across synchronize().
 #pragma once
 
 #include <cstddef>

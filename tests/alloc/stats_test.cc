@@ -402,7 +402,8 @@ TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
   }
   ASSERT_GE(real.size(), sizeof(StatsHeader));
   std::uint64_t magic = 0;
-  std::memcpy(&magic, real.data() + offsetof(StatsHeader, magic), sizeof magic);
+  std::memcpy(&magic, real.data() + offsetof(StatsHeader, block) + offsetof(BlockHeader, magic),
+              sizeof magic);
   EXPECT_EQ(magic, kStatsMagic);
   {
     write_file(path, real);
@@ -411,7 +412,8 @@ TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
   }
   std::vector<char> other_version = real;
   std::uint64_t v = kStatsVersion + 1;
-  std::memcpy(other_version.data() + offsetof(StatsHeader, version), &v, sizeof v);
+  std::memcpy(other_version.data() + offsetof(StatsHeader, block) + offsetof(BlockHeader, version),
+              &v, sizeof v);
   expect_rejected(other_version, "a block of another version");
   std::vector<char> truncated(real.begin(), real.begin() + sizeof(StatsHeader) + 64);
   expect_rejected(truncated, "a block whose slots run past the end of the file");
