@@ -1,19 +1,40 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
-// The design block is in page_pool.h.  Invariants kept under each slot lock:
+// The design block is in page_pool.h; the slot registry's thread-exit
+// protocol in thread_slots.h; SpinLock and PageList in page_list.h.
+//
+// Invariants, each with every place that must keep it.  A slot's lists and
+// counters change only under its lock (Slot::lock), except in ~Impl after
+// the pool's threads have stopped.
 //   (I1) pending non-empty  =>  inflight non-empty.
-//        Whenever inflight empties (its batch freed), pending is cut into it
-//        in the same critical section.  So a slot needs no outside help to
-//        drain: its in-flight batch always has a grace period coming, and
-//        that grace period's sweep cuts the rest.  It is why a thread can
-//        exit and leave its lists behind.
-//   (I2) every page on inflight was on pending before the cut; the cut takes
-//        the batch's cookie after the pages are queued, so the batch's grace
-//        period begins after every one of its pages was queued
-//        (grace_period.h for the ordering).
-//   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + done.n +
-//        pages an expedite work or a freeing thread has taken but not yet
-//        freed.
+//        Only free() and sweep() empty inflight (taking a ready batch), and
+//        both cut pending into it in the same critical section
+//        (cut_locked()); expedite_main() takes all of pending.  So a slot
+//        needs no outside help to drain: its in-flight batch always has a
+//        grace period coming, and that grace period's sweep cuts the rest.
+//        It is why a thread can exit and leave its lists behind.
+//   (I2) A list waits for a grace period that began after its last page
+//        was queued.  cut_locked() takes the batch's cookie (an RMW on
+//        gp_started, grace_period.h) under the slot lock that ordered the
+//        pushes; expedite_main() runs its own synchronize() after taking
+//        the list under that lock; ~Impl its own after the threads stopped.
+//   (I3) Every waited page reaches the arena through free_waited(), and
+//        only once (I2)'s grace period has completed: from free() and
+//        sweep() (a batch when batch_ready_locked(), i.e. gp.poll(); a done
+//        list, already past its expedite grace period), from complete()
+//        after expedite_main()'s synchronize(), from ~Impl after its own.
+//        (debug_skip_grace_period, a test control, skips the wait.)
+//   (I4) ctr->pending == pending.n (free(), cut_locked(), expedite_main(),
+//        ~Impl change both together); ctr->inflight == inflight.n + done.n
+//        + pages taken off the lists and not yet freed: only free_waited()
+//        lowers it, after the pages reached the arena.  So waiting() == 0
+//        means every deferred page is back (drain()).
+//   (I5) Owner first: a completed list whose owner is active
+//        (owner_active_locked(): freed in this or the previous sweep epoch,
+//        and still holds the slot) is left to the owner, who frees it on its
+//        next free() with its warm tcache: sweep() skips the slot,
+//        complete() puts the list on `done`.  Only where the free happens
+//        depends on this, never safety; drain() and ~Impl ignore it.
 #include "alloc/page_pool.h"
 
 #include <sched.h>
@@ -23,15 +44,12 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
-#include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
@@ -61,10 +79,10 @@ struct alignas(64) Slot {
   SpinLock lock;
   PageList pending;   // guarded by lock
   PageList inflight;  // guarded by lock
-  // Guarded by lock.  Lists whose grace period has completed (an expedite
-  // work's), handed back for the owner to free on its
-  // next free() with its own warm tcache.  Counted in ctr->inflight until
-  // freed; sweep() frees them if the owner stops freeing.
+  // Guarded by lock.  Expedite lists whose grace period has completed,
+  // handed back for the owner to free on its next free() (I5).  Counted in
+  // ctr->inflight until freed; sweep() frees them if the owner stops
+  // freeing.
   PageList done;
   std::uint64_t inflight_cookie = 0;  // guarded by lock: the cookie the batch waits for
   // Set by the owner under the lock when it queues expedite work, cleared by
@@ -119,8 +137,8 @@ struct PagePool::Impl {
     return i ? &slots[*i] : nullptr;
   }
   // The tcache a thread that only frees what others queued (the driver,
-  // the expedite worker, drain()) should use: its slot's, or none.  Never takes a
-  // slot: every user slot may be held by live, idle threads.
+  // the expedite worker, drain()) should use: its slot's, or none.  Never
+  // takes a slot: every slot may be held by live, idle threads.
   int calling_tcache() const {
     const Slot* s = find_my_slot();
     return s ? s->tcache : PageArena::kNoTcache;
@@ -133,29 +151,28 @@ struct PagePool::Impl {
   // Moves pending to inflight and stamps it.  Returns the cookie to request.
   // Context: slot lock held, inflight empty.
   std::uint64_t cut_locked(Slot* s);
+  // (I3): the in-flight batch's grace period has completed.
   bool batch_ready_locked(const Slot* s) const {
     return !s->inflight.empty() && (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
   }
-  // Whether the slot's owner freed in this or the previous sweep epoch.
-  // Context: slot lock held.
+  // (I5).  Context: slot lock held.
   bool owner_active_locked(const Slot* s) const {
     return s->active_epoch + 1 >= sweep_epoch.load(std::memory_order_relaxed) &&
            registry.held(static_cast<std::size_t>(s - slots.get()));
   }
-  // A list whose grace period has completed: hand it to an active owner
-  // (Slot::done), else free it here with `tcache`.
+  // An expedite list whose grace period has completed: hand it to an active
+  // owner (Slot::done, (I5)), else free it here with `tcache`.
   void complete(Slot* s, PageList list, int tcache);
-  // Frees pages taken from `owner`'s lists after their grace period and
-  // settles owner's counters.
-  // `tcache` is the calling thread's (its slot's, or kNoTcache).
+  // The one way a waited page reaches the arena (I3): frees pages taken
+  // from `owner`'s lists after their grace period and settles owner's
+  // counters (I4).  `tcache` is the calling thread's (its slot's, or none).
   void free_waited(Slot* owner, PageList list, int tcache);
   void release_to_arena(Page* p, int tcache);
 
   void request_gp(std::uint64_t cookie);
   void driver_main();
-  // Frees completed batches and done lists, and cuts the
-  // lists behind them (I1).  Leaves those of owners active in the last
-  // sweep epoch to them, unless `all`.
+  // Frees completed batches and done lists, and cuts the lists behind them
+  // (I1).  Leaves those of active owners to them (I5), unless `all`.
   void sweep(bool all);
   void update_peak();
   void refresh_arena_stats();
