@@ -19,10 +19,12 @@
 //    owned jointly by the registry and by every thread list that names it
 //    (shared_ptr), so a thread that exits after the registry was destroyed
 //    still has something to look at.
-//  - At thread exit the list's destructor, for each entry: calls the
-//    owner's `forget` (clears its hot-path thread_local, so that nothing on
-//    this thread reaches the slot again), then locks Shared::mu and, only if
-//    `alive`, calls `on_release(index)` and puts the index back.
+//  - At thread exit the list's destructor first calls every owner's
+//    `forget` (clears its hot-path thread_local, so that nothing on this
+//    thread reaches a slot again), then for each entry locks Shared::mu
+//    and, only if `alive`, calls `on_release(index)` and puts the index
+//    back.  The mutex orders the exiting thread's slot writes before the
+//    next thread's acquire() of that index.
 //  - close() (and ~SlotRegistry) locks Shared::mu and clears `alive`.  So
 //    on_release() runs entirely before close() returns or never: the hooks
 //    may use the owner, which closes its registry before it tears down
