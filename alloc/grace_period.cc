@@ -18,7 +18,7 @@ void GracePeriods::end(std::uint64_t s) {
   while (done < s && !h_.gp_completed.compare_exchange_weak(done, s, std::memory_order_release,
                                                             std::memory_order_relaxed)) {
   }
-  // Several writers (driver, expedite worker, call_rcu callbacks): an RMW,
+  // Several writers (the driver, the expedite worker): an RMW,
   // once per grace period, off the hot path.
   h_.grace_periods.fetch_add(1, std::memory_order_relaxed);
 }

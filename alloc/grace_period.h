@@ -59,19 +59,16 @@ class GracePeriods {
   // Context: as rcu::synchronize().
   void synchronize();
 
-  // For grace periods that liburcu runs on its own (call_rcu): begin()
-  // numbers one before the call_rcu() that starts it, and its callback calls
-  // end() with that number.  Sound because call_rcu's grace period begins
-  // after call_rcu() is called, so after begin()'s RMW, so after every cookie
-  // <= its number was taken.
+ private:
+  // Numbers the grace period about to begin.
   std::uint64_t begin() {
     // acq_rel: acquire takes in every cookie() taken before (their release
     // sequences); release orders our own earlier stores for the same reason.
     return h_.gp_started.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
+  // Publishes that grace period `s` has ended.
   void end(std::uint64_t s);
 
- private:
   StatsHeader& h_;
 };
 

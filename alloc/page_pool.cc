@@ -1,21 +1,40 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
-// The design block is in page_pool.h.  Invariants kept under each slot lock:
-//   (I1) pending non-empty  =>  inflight non-empty (driver engine), or
-//        on_call_rcu (call_rcu engine: a callback is queued or running for
-//        the slot, and cuts pending before it lets go of the slot).
-//        Whenever inflight empties (its batch freed), pending is cut into it
-//        in the same critical section.  So a slot needs no outside help to
-//        drain: its in-flight batch always has a grace period coming, and
-//        that grace period's sweep (or callback) cuts the rest.  It is why a
-//        thread can exit and leave its lists behind.
-//   (I2) every page on inflight was on pending before the cut; the cut takes
-//        the batch's cookie (driver) or hands it to call_rcu after the
-//        pages are queued, so the batch's grace period begins after every
-//        one of its pages was queued (grace_period.h for the ordering).
-//   (I3) ctr->pending == pending.n; ctr->inflight == inflight.n + done.n +
-//        pages an expedite work or a freeing thread has taken but not yet
-//        freed.
+// The design block is in page_pool.h; the slot registry's thread-exit
+// protocol in thread_slots.h; SpinLock and PageList in page_list.h.
+//
+// Invariants, each with every place that must keep it.  A slot's lists and
+// counters change only under its lock (Slot::lock), except in ~Impl after
+// the pool's threads have stopped.
+//   (I1) pending non-empty  =>  inflight non-empty.
+//        Only free() and sweep() empty inflight (taking a ready batch), and
+//        both cut pending into it in the same critical section
+//        (cut_locked()); expedite_main() takes all of pending.  So a slot
+//        needs no outside help to drain: its in-flight batch always has a
+//        grace period coming, and that grace period's sweep cuts the rest.
+//        It is why a thread can exit and leave its lists behind.
+//   (I2) A list waits for a grace period that began after its last page
+//        was queued.  cut_locked() takes the batch's cookie (an RMW on
+//        gp_started, grace_period.h) under the slot lock that ordered the
+//        pushes; expedite_main() runs its own synchronize() after taking
+//        the list under that lock; ~Impl its own after the threads stopped.
+//   (I3) Every waited page reaches the arena through free_waited(), and
+//        only once (I2)'s grace period has completed: from free() and
+//        sweep() (a batch when batch_ready_locked(), i.e. gp.poll(); a done
+//        list, already past its expedite grace period), from complete()
+//        after expedite_main()'s synchronize(), from ~Impl after its own.
+//        (debug_skip_grace_period, a test control, skips the wait.)
+//   (I4) ctr->pending == pending.n (free(), cut_locked(), expedite_main(),
+//        ~Impl change both together); ctr->inflight == inflight.n + done.n
+//        + pages taken off the lists and not yet freed: only free_waited()
+//        lowers it, after the pages reached the arena.  So waiting() == 0
+//        means every deferred page is back (drain()).
+//   (I5) Owner first: a completed list whose owner is active
+//        (owner_active_locked(): freed in this or the previous sweep epoch,
+//        and still holds the slot) is left to the owner, who frees it on its
+//        next free() with its warm tcache: sweep() skips the slot,
+//        complete() puts the list on `done`.  Only where the free happens
+//        depends on this, never safety; drain() and ~Impl ignore it.
 #include "alloc/page_pool.h"
 
 #include <sched.h>
@@ -25,80 +44,20 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
-#include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
-#include "alloc/rcu.h"
+#include "alloc/page_list.h"
+#include "alloc/thread_slots.h"
 
 namespace norefs::alloc {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// A lock for critical sections of a few list operations.  Spins briefly, then
-// yields: with more threads than cores the holder may be preempted.
-class SpinLock {
- public:
-  void lock() {
-    // Acquire pairs with the release in unlock(): the previous holder's list
-    // and counter writes are visible to us.
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (++spins < 64) {
-          cpu_relax();
-        } else {
-          sched_yield();
-        }
-      }
-    }
-  }
-  void unlock() { locked_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
-
-// A LIFO of pages linked through Page::free_next, with its tail so that
-// append() is O(1) (it runs under slot locks).  Not thread-safe: every list
-// lives under a slot lock or belongs to one thread.
-struct PageList {
-  Page* head = nullptr;
-  Page* tail = nullptr;
-  std::size_t n = 0;
-
-  bool empty() const { return n == 0; }
-  void push(Page* p) {
-    p->free_next = head;
-    head = p;
-    if (!tail) tail = p;
-    n++;
-  }
-  PageList take() { return std::exchange(*this, PageList{}); }
-};
-
-// Moves `b` onto the front of `a`.
-void append(PageList& a, PageList b) {
-  if (b.empty()) return;
-  b.tail->free_next = a.head;
-  if (a.empty()) a.tail = b.tail;
-  a.head = b.head;
-  a.n += b.n;
-}
 
 std::uint64_t monotonic_us() {
   timespec ts{};
@@ -116,33 +75,16 @@ void sleep_until_us(std::uint64_t us) {
 
 }  // namespace
 
-struct Slot;
-
-// The call_rcu engine's handle on a slot's in-flight batch.  Standard layout
-// with the head first, so the callback can get back to the slot.
-struct BatchHead {
-  rcu::Head head;
-  Slot* slot;
-};
-
 struct alignas(64) Slot {
   SpinLock lock;
   PageList pending;   // guarded by lock
   PageList inflight;  // guarded by lock
-  // Guarded by lock.  Lists whose grace period has completed (an expedite
-  // work's, a call_rcu batch's), handed back for the owner to free on its
-  // next free() with its own warm tcache.  Counted in ctr->inflight until
-  // freed; sweep() frees them if the owner stops freeing.
+  // Guarded by lock.  Expedite lists whose grace period has completed,
+  // handed back for the owner to free on its next free() (I5).  Counted in
+  // ctr->inflight until freed; sweep() frees them if the owner stops
+  // freeing.
   PageList done;
-  // Guarded by lock.  Driver engine: the cookie the batch waits for.
-  // call_rcu engine: the number GracePeriods::begin() gave its grace period.
-  std::uint64_t inflight_cookie = 0;
-  // Guarded by lock; call_rcu engine.  True from the cut that hands a batch
-  // to call_rcu until the callback that handles it has finished with the
-  // slot, frees included: while true, the callback owns batch_head and is
-  // responsible for cutting pending (I1), and ~Impl waits for it.
-  bool on_call_rcu = false;
-  BatchHead batch_head{};
+  std::uint64_t inflight_cookie = 0;  // guarded by lock: the cookie the batch waits for
   // Set by the owner under the lock when it queues expedite work, cleared by
   // the worker under the lock when it takes the list.  make_way() reads it
   // without the lock (relaxed): it is a hint to yield, nothing more.
@@ -154,44 +96,17 @@ struct alignas(64) Slot {
   // own warm tcache and without contending with us on the arena.
   std::uint64_t active_epoch = 0;
   SlotCounters* ctr = nullptr;
-  PagePool::Impl* pool = nullptr;
-  // Written under Impl::registry_mu; sweep() reads it without that lock, as
-  // a heuristic only, hence atomic and relaxed.
-  std::atomic<bool> owned{false};
-  bool internal = false;  // guarded by Impl::registry_mu: owned by a pool thread
 };
 
-// Which thread uses which slot of which pool.  `tls_last` is the hot-path
-// cache (trivially destructible); `tls_bindings` is the full list, whose
-// destructor hands the slots back when the thread exits.
-struct Binding {
+// The pool this thread used last and its slot there: my_slot()'s fast path.
+// Trivial and constinit: reading it is a plain thread-local load.  Pool ids
+// (SlotRegistry::id()) start at 1, so {0, nullptr} matches no pool.  Cleared
+// at thread exit before the slot goes back (SlotRegistry::Hooks::forget).
+struct LastSlot {
   std::uint64_t pool_id = 0;
-  PagePool::Impl* pool = nullptr;
   Slot* slot = nullptr;
 };
-struct ThreadBindings {
-  std::vector<Binding> list;
-  ~ThreadBindings();
-};
-thread_local Binding tls_last;
-thread_local ThreadBindings tls_bindings;
-// Threads that serve pools rather than use them: the driver, the expedite
-// worker, liburcu's call_rcu worker.  Their slots do not count against
-// PagePoolConfig::max_threads.
-thread_local bool tls_internal_thread = false;
-constexpr std::size_t kInternalSlots = 3;
-
-// Live pools by id, so that an exiting thread never touches a destroyed pool.
-// Leaked on purpose: threads may exit after static destructors have run.
-struct LivePools {
-  std::mutex mu;
-  std::unordered_map<std::uint64_t, PagePool::Impl*> pools;  // guarded by mu
-  std::uint64_t next_id = 1;                                 // guarded by mu
-};
-LivePools& live_pools() {
-  static auto* p = new LivePools;
-  return *p;
-}
+constinit thread_local LastSlot tls_last;
 
 // The padding the analyzer reports is deliberate: gp_requested gets a cache
 // line of its own (alignas(64) below), apart from the registry.
@@ -210,71 +125,71 @@ struct PagePool::Impl {
     if (tls_last.pool_id == id) return tls_last.slot;
     return my_slot_slow();
   }
-  Slot* my_slot_slow();
+  Slot* my_slot_slow() {
+    Slot* s = &slots[registry.acquire()];
+    tls_last = {id, s};
+    return s;
+  }
   // This thread's slot if it has one in this pool, without taking one.
-  Slot* find_my_slot() const;
+  Slot* find_my_slot() const {
+    if (tls_last.pool_id == id) return tls_last.slot;
+    std::optional<std::size_t> i = registry.find();
+    return i ? &slots[*i] : nullptr;
+  }
   // The tcache a thread that only frees what others queued (the driver,
-  // drain(), a callback) should use: its slot's, or none.  Never takes a
-  // slot: every user slot may be held by live, idle threads.
+  // the expedite worker, drain()) should use: its slot's, or none.  Never
+  // takes a slot: every slot may be held by live, idle threads.
   int calling_tcache() const {
     const Slot* s = find_my_slot();
     return s ? s->tcache : PageArena::kNoTcache;
   }
-  void release_slot(Slot* s);
+  // SlotRegistry hooks, under its mutex: a thread takes slot i / the
+  // thread holding it exits (its lists stay: (I1) drains them).
+  void on_take(std::size_t i);
+  void on_release(std::size_t i);
 
-  // Moves pending to inflight.  Context: slot lock held, inflight empty.
-  // Returns the cookie to request (driver) or 0.
+  // Moves pending to inflight and stamps it.  Returns the cookie to request.
+  // Context: slot lock held, inflight empty.
   std::uint64_t cut_locked(Slot* s);
-  // Driver engine only: a call_rcu batch is ready when its callback runs,
-  // and belongs to the callback until then.
+  // (I3): the in-flight batch's grace period has completed.
   bool batch_ready_locked(const Slot* s) const {
-    return config.gp_engine == GpEngine::driver && !s->inflight.empty() &&
-           (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
+    return !s->inflight.empty() && (config.debug_skip_grace_period || gp.poll(s->inflight_cookie));
   }
-  // Whether the slot's owner freed in this or the previous sweep epoch.
-  // Context: slot lock held.
+  // (I5).  Context: slot lock held.
   bool owner_active_locked(const Slot* s) const {
     return s->active_epoch + 1 >= sweep_epoch.load(std::memory_order_relaxed) &&
-           s->owned.load(std::memory_order_relaxed);
+           registry.held(static_cast<std::size_t>(s - slots.get()));
   }
-  // A list whose grace period has completed: hand it to an active owner
-  // (Slot::done), else free it here with `tcache`.
+  // An expedite list whose grace period has completed: hand it to an active
+  // owner (Slot::done, (I5)), else free it here with `tcache`.
   void complete(Slot* s, PageList list, int tcache);
-  // Frees pages taken from `owner`'s lists after their grace period and
-  // settles owner's counters.
-  // `tcache` is the calling thread's (its slot's, or kNoTcache).
+  // The one way a waited page reaches the arena (I3): frees pages taken
+  // from `owner`'s lists after their grace period and settles owner's
+  // counters (I4).  `tcache` is the calling thread's (its slot's, or none).
   void free_waited(Slot* owner, PageList list, int tcache);
   void release_to_arena(Page* p, int tcache);
 
   void request_gp(std::uint64_t cookie);
   void driver_main();
-  // Frees completed batches (driver engine) and done lists, and cuts the
-  // lists behind them (I1).  Leaves those of owners active in the last
-  // sweep epoch to them, unless `all`.
+  // Frees completed batches and done lists, and cuts the lists behind them
+  // (I1).  Leaves those of active owners to them (I5), unless `all`.
   void sweep(bool all);
   void update_peak();
   void refresh_arena_stats();
 
   void queue_expedite(Slot* s);
   void expedite_main();
-  // call_rcu engine: the callback, and the batch completion it runs (which
-  // the debug_skip_grace_period control calls directly).
-  static void call_rcu_callback(rcu::Head* head);
-  static void call_rcu_done(rcu::Head* head);
 
-  std::uint64_t waiting() const { return sum_waiting(stats.header(), &stats.slot(0)); }
+  std::uint64_t waiting() const { return sum_waiting(stats.header(), stats.slots()); }
 
   const PagePoolConfig config;
-  std::uint64_t id = 0;
   PageArena arena;
   mutable StatsBlock stats;
   GracePeriods gp;
-
-  std::mutex registry_mu;         // guards Slot::owned, slot creation; before any slot lock
-  std::unique_ptr<Slot[]> slots;  // max_threads + kInternalSlots
-  std::size_t capacity = 0;
-  std::atomic<std::size_t> nslots{0};  // slots [0, nslots) are initialized
-  std::size_t user_slots = 0;          // guarded by registry_mu: owned by user threads
+  std::unique_ptr<Slot[]> slots;  // config.max_threads, all constructed in Impl()
+  // Which thread holds which slot; [0, registry.used()) were ever taken.
+  SlotRegistry registry;
+  const std::uint64_t id;  // registry.id(), copied for my_slot()
 
   // Driver.  `gp_requested` is the highest cookie any batch waits for.
   alignas(64) std::atomic<std::uint64_t> gp_requested{0};
@@ -303,53 +218,37 @@ struct PagePool::Impl {
   std::thread expediter;
 };
 
-ThreadBindings::~ThreadBindings() {
-  LivePools& lp = live_pools();
-  std::lock_guard<std::mutex> g(lp.mu);
-  for (const Binding& b : list) {
-    auto it = lp.pools.find(b.pool_id);
-    if (it != lp.pools.end()) it->second->release_slot(b.slot);
-  }
-}
-
 PagePool::Impl::Impl(const PagePoolConfig& c)
     : config(c),
-      stats(c.stats_path, c.max_threads + kInternalSlots),
+      stats(c.stats_path, c.max_threads),
       gp(stats.header()),
-      capacity(c.max_threads + kInternalSlots) {
+      slots(std::make_unique<Slot[]>(c.max_threads)),
+      registry(c.max_threads,
+               "more than " + std::to_string(c.max_threads) +
+                   " threads use one PagePool at once (PagePoolConfig::max_threads)",
+               {.on_take = [this](std::size_t i) { on_take(i); },
+                .on_release = [this](std::size_t i) { on_release(i); },
+                .forget = [] { tls_last = {}; }},
+               &stats.nslots()),
+      id(registry.id()) {
   if (config.max_threads == 0) NOREFS_DIE("PagePool: max_threads must be at least 1");
   if (config.expedite && config.expedite_pages == 0)
     NOREFS_DIE("PagePool: expedite_pages must be at least 1");
-  slots = std::make_unique<Slot[]>(capacity);
-  for (std::size_t i = 0; i < capacity; i++) {
+  for (std::size_t i = 0; i < config.max_threads; i++) {
     slots[i].ctr = &stats.slot(i);
-    slots[i].batch_head.slot = &slots[i];
-    slots[i].pool = this;
   }
   auto bit = [](bool on, ConfigBits b) { return on ? std::uint64_t{b} : std::uint64_t{0}; };
   std::uint64_t bits = bit(config.defer, kCfgDefer) | bit(config.expedite, kCfgExpedite) |
-                       bit(config.gp_engine == GpEngine::call_rcu, kCfgCallRcu) |
                        bit(config.tcache == TcacheMode::none, kCfgTcacheNone) |
                        bit(config.check, kCfgCheck);
   stats.header().config.store(bits, std::memory_order_relaxed);
   if (config.dirty_decay_ms >= -1) arena.set_dirty_decay_ms(config.dirty_decay_ms);
-  {
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    id = lp.next_id++;
-    lp.pools.emplace(id, this);
-  }
   driver = std::thread([this] { driver_main(); });
   if (config.expedite) expediter = std::thread([this] { expedite_main(); });
 }
 
 PagePool::Impl::~Impl() {
-  {
-    // From here on, exiting threads leave their slots alone.
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    lp.pools.erase(id);
-  }
+  registry.close();  // from here on, exiting threads leave their slots alone
   if (expediter.joinable()) {
     {
       std::lock_guard<std::mutex> g(expedite_mu);
@@ -366,22 +265,7 @@ PagePool::Impl::~Impl() {
   wake_cv.notify_one();
   driver.join();
 
-  std::size_t n = nslots.load(std::memory_order_acquire);
-  if (config.gp_engine == GpEngine::call_rcu) {
-    // A callback may hand its slot's next batch to call_rcu after a barrier
-    // has started: repeat until no slot is flagged (on_call_rcu stays set
-    // until its callback is completely done with the slot).
-    for (;;) {
-      bool out = false;
-      for (std::size_t i = 0; i < n; i++) {
-        slots[i].lock.lock();
-        out |= slots[i].on_call_rcu;
-        slots[i].lock.unlock();
-      }
-      if (!out) break;
-      rcu::barrier();
-    }
-  }
+  std::size_t n = registry.used();
   // Everything still listed was queued before this grace period began.
   gp.synchronize();
   for (std::size_t i = 0; i < n; i++) {
@@ -409,61 +293,22 @@ PagePool::Impl::~Impl() {
   }
 }
 
-Slot* PagePool::Impl::my_slot_slow() {
-  for (const Binding& b : tls_bindings.list) {
-    if (b.pool_id == id) {
-      tls_last = b;
-      return b.slot;
-    }
+void PagePool::Impl::on_take(std::size_t i) {
+  Slot& s = slots[i];
+  // An adopted slot keeps its tcache; only the owner thread uses it.
+  if (config.tcache == TcacheMode::private_ && s.tcache == PageArena::kNoTcache) {
+    s.tcache = arena.tcache_create();
   }
-  Slot* s = nullptr;
-  {
-    std::lock_guard<std::mutex> g(registry_mu);
-    std::size_t n = nslots.load(std::memory_order_relaxed);
-    for (std::size_t i = 0; i < n && !s; i++) {
-      if (!slots[i].owned.load(std::memory_order_relaxed)) s = &slots[i];
-    }
-    if (!tls_internal_thread && user_slots == config.max_threads) {
-      NOREFS_DIE("more than " + std::to_string(config.max_threads) +
-                 " threads use one PagePool at once (PagePoolConfig::max_threads)");
-    }
-    if (!s) {
-      if (n == capacity) NOREFS_DIE("PagePool: more internal threads than kInternalSlots");
-      s = &slots[n];
-      // Release: the driver iterating [0, nslots) with acquire sees the slot
-      // constructed (it was, in Impl(); this publishes nothing else).
-      nslots.store(n + 1, std::memory_order_release);
-      stats.header().nslots.store(n + 1, std::memory_order_relaxed);
-    }
-    s->owned.store(true, std::memory_order_relaxed);
-    s->internal = tls_internal_thread;
-    if (!s->internal) user_slots++;
-    if (config.tcache == TcacheMode::private_ && s->tcache == PageArena::kNoTcache) {
-      s->tcache = arena.tcache_create();
-    }
-    s->ctr->in_use.store(s->internal ? 0 : 1, std::memory_order_relaxed);
-  }
-  // Forget bindings of pools that no longer exist, then remember this one.
-  {
-    LivePools& lp = live_pools();
-    std::lock_guard<std::mutex> g(lp.mu);
-    std::erase_if(tls_bindings.list, [&](const Binding& b) { return !lp.pools.count(b.pool_id); });
-  }
-  tls_bindings.list.push_back(Binding{id, this, s});
-  tls_last = tls_bindings.list.back();
-  return s;
+  s.ctr->in_use.store(1, std::memory_order_relaxed);  // single writer: the registry's mutex
 }
 
 // The thread is exiting.  By (I1) its lists need nothing from it: the slot
-// keeps them and the driver (or call_rcu) drains them.  Its tcache goes back
-// to the arena so that no page sits in a cache nobody uses.
-// Context: live_pools().mu held (the pool is alive).
-void PagePool::Impl::release_slot(Slot* s) {
-  if (s->tcache != PageArena::kNoTcache) arena.tcache_flush(s->tcache);
-  std::lock_guard<std::mutex> g(registry_mu);
-  s->owned.store(false, std::memory_order_relaxed);
-  if (!s->internal) user_slots--;
-  s->ctr->in_use.store(0, std::memory_order_relaxed);
+// keeps them and the driver drains them.  Its tcache goes back to the arena
+// so that no page sits in a cache nobody uses.
+void PagePool::Impl::on_release(std::size_t i) {
+  Slot& s = slots[i];
+  if (s.tcache != PageArena::kNoTcache) arena.tcache_flush(s.tcache);
+  s.ctr->in_use.store(0, std::memory_order_relaxed);  // single writer: the registry's mutex
 }
 
 Page* PagePool::Impl::alloc() {
@@ -497,11 +342,6 @@ std::uint64_t PagePool::Impl::cut_locked(Slot* s) {
   counter_sub(s->ctr->pending, batch.n);
   counter_add(s->ctr->inflight, batch.n);
   s->inflight = batch;
-  if (config.gp_engine == GpEngine::call_rcu) {
-    s->on_call_rcu = true;
-    s->inflight_cookie = gp.begin();
-    return 0;
-  }
   s->inflight_cookie = gp.cookie();
   return s->inflight_cookie;
 }
@@ -516,24 +356,17 @@ void PagePool::Impl::free(Page* p) {
   if (config.check) p->queued_gp = gp.cookie();
   PageList ready;
   std::uint64_t cookie = 0;
-  bool hand_to_call_rcu = false, expedite = false;
+  bool expedite = false;
   s->lock.lock();
   s->pending.push(p);
   s->active_epoch = sweep_epoch.load(std::memory_order_relaxed);
   counter_add(s->ctr->pending, 1);
   counter_add(s->ctr->deferred, 1);
-  // Driver engine: free our own completed batch here, on a warm tcache,
-  // rather than leave it to the driver.
+  // Free our own completed batch here, on a warm tcache, rather than leave
+  // it to the driver.
   if (batch_ready_locked(s)) ready = s->inflight.take();
   if (!s->done.empty()) append(ready, s->done.take());
-  if (config.gp_engine == GpEngine::call_rcu) {
-    if (!s->on_call_rcu) {
-      cut_locked(s);
-      hand_to_call_rcu = true;
-    }
-  } else if (s->inflight.empty()) {
-    cookie = cut_locked(s);
-  }
+  if (s->inflight.empty()) cookie = cut_locked(s);  // (I1)
   if (config.expedite && s->pending.n >= config.expedite_pages &&
       !s->expedite_queued.load(std::memory_order_relaxed)) {
     s->expedite_queued.store(true, std::memory_order_relaxed);  // under the lock
@@ -541,13 +374,6 @@ void PagePool::Impl::free(Page* p) {
   }
   s->lock.unlock();
 
-  if (hand_to_call_rcu) {
-    if (config.debug_skip_grace_period) {
-      call_rcu_done(&s->batch_head.head);
-    } else {
-      rcu::call(&s->batch_head.head, call_rcu_callback);
-    }
-  }
   if (cookie) request_gp(cookie);
   if (expedite) queue_expedite(s);
   free_waited(s, ready, s->tcache);
@@ -597,49 +423,14 @@ void PagePool::Impl::request_gp(std::uint64_t cookie) {
   }
 }
 
-// call_rcu engine: runs on liburcu's worker after the batch's grace period.
-void PagePool::Impl::call_rcu_callback(rcu::Head* head) {
-  rcu::callback_begins(head);
-  tls_internal_thread = true;  // liburcu's worker
-  call_rcu_done(head);
-}
-
-void PagePool::Impl::call_rcu_done(rcu::Head* head) {
-  Slot* s = reinterpret_cast<BatchHead*>(head)->slot;
-  // The pool outlives this call: ~Impl waits while s->on_call_rcu is set.
-  Impl* pool = s->pool;
-  s->lock.lock();
-  PageList ready = s->inflight.take();
-  // The debug control waited for nothing, so it publishes nothing.
-  if (!pool->config.debug_skip_grace_period) pool->gp.end(s->inflight_cookie);
-  s->lock.unlock();
-  pool->complete(s, ready, pool->calling_tcache());
-
-  s->lock.lock();
-  bool again = !s->pending.empty();
-  if (again) {
-    pool->cut_locked(s);  // on_call_rcu stays set: the next callback owns the slot
-  } else {
-    s->on_call_rcu = false;  // from here on, neither `s` nor `pool` may be touched
-  }
-  s->lock.unlock();
-  if (!again) return;
-  if (pool->config.debug_skip_grace_period) {
-    // Test control only; the recursion ends when pending stays empty.
-    call_rcu_done(head);
-  } else {
-    rcu::call(head, call_rcu_callback);
-  }
-}
-
 void PagePool::Impl::sweep(bool all) {
   std::uint64_t want = 0;
-  std::size_t n = nslots.load(std::memory_order_acquire);
+  std::size_t n = registry.used();
   for (std::size_t i = 0; i < n; i++) {
     Slot* s = &slots[i];
     PageList ready;
     s->lock.lock();
-    // `owned` is guarded by registry_mu; read racily it is a heuristic only.
+    // registry.held() is read racily: a heuristic only (thread_slots.h).
     bool leave_to_owner = !all && owner_active_locked(s);
     if (!leave_to_owner) {
       if (batch_ready_locked(s)) {
@@ -682,9 +473,6 @@ void PagePool::Impl::tick_decay() {
 }
 
 void PagePool::Impl::driver_main() {
-  tls_internal_thread = true;
-  // call_rcu engine: the driver only samples (peak, arena stats).
-  const bool drives = config.gp_engine == GpEngine::driver;
   const auto idle_tick = std::chrono::milliseconds(10);
   while (!stop.load(std::memory_order_relaxed)) {
     std::uint64_t now = monotonic_ms();
@@ -692,31 +480,28 @@ void PagePool::Impl::driver_main() {
       sweep_epoch_due_ms = now + kSweepEpochMs;
       sweep_epoch.fetch_add(1, std::memory_order_relaxed);  // see its declaration
     }
-    if (drives) {
-      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
-        // Pace: frees meanwhile join the pending lists, and the batches
-        // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
-        if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
-        next_gp_us = monotonic_us() + config.gp_interval_us;
-        update_peak();  // before the GP: no owner can have freed its batch yet
-        gp.synchronize();
-      }
-      // Frees what is ready, whoever ran its grace period (the expedite
-      // worker's count too), and cuts the lists behind it (I1).
-      sweep(false);
-      if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
-        refresh_arena_stats();
-        tick_decay();
-        continue;
-      }
+    if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+      // Pace: frees meanwhile join the pending lists, and the batches
+      // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
+      if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
+      next_gp_us = monotonic_us() + config.gp_interval_us;
+      update_peak();  // before the GP: no owner can have freed its batch yet
+      gp.synchronize();
     }
-    if (!drives) sweep(false);  // call_rcu: done lists of owners that went idle
+    // Frees what is ready, whoever ran its grace period (the expedite
+    // worker's count too), and cuts the lists behind it (I1).
+    sweep(false);
+    if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
+      refresh_arena_stats();
+      tick_decay();
+      continue;
+    }
     update_peak();
     refresh_arena_stats();
     tick_decay();
     // Dekker with request_gp(): see there.
     driver_sleeping.store(true, std::memory_order_seq_cst);
-    if (!(drives && gp_requested.load(std::memory_order_seq_cst) > gp.completed())) {
+    if (gp_requested.load(std::memory_order_seq_cst) <= gp.completed()) {
       std::unique_lock<std::mutex> g(wake_mu);
       wake_cv.wait_for(g, idle_tick, [this] { return wake; });
       wake = false;
@@ -734,7 +519,6 @@ void PagePool::Impl::queue_expedite(Slot* s) {
 }
 
 void PagePool::Impl::expedite_main() {
-  tls_internal_thread = true;
   StatsHeader& h = stats.header();
   for (;;) {
     Slot* s;
@@ -766,14 +550,6 @@ void PagePool::Impl::expedite_main() {
   }
 }
 
-Slot* PagePool::Impl::find_my_slot() const {
-  if (tls_last.pool_id == id) return tls_last.slot;
-  for (const Binding& b : tls_bindings.list) {
-    if (b.pool_id == id) return b.slot;
-  }
-  return nullptr;
-}
-
 void PagePool::Impl::make_way() {
   Slot* s = find_my_slot();
   if (!s) return;  // this thread never used the pool: nothing of ours to yield to
@@ -787,11 +563,7 @@ void PagePool::Impl::make_way() {
 
 void PagePool::Impl::drain() {
   while (waiting() != 0) {
-    if (config.gp_engine == GpEngine::call_rcu) {
-      rcu::barrier();
-    } else {
-      gp.synchronize();
-    }
+    gp.synchronize();
     sweep(true);
     // Pages taken by the expedite worker or a freeing thread are counted
     // until they are freed; give them the CPU.

@@ -24,8 +24,8 @@
 //  frees it — or, if the owner is still freeing, hands it back on
 //  slot.done for the owner to free on its next free().
 //
-// Owner-first freeing.  Whoever waited for a grace period (the driver, the
-// expedite worker, a call_rcu callback) frees the completed list itself
+// Owner-first freeing.  Whoever waited for a grace period (the driver or the
+// expedite worker) frees the completed list itself
 // only if the slot's owner has not freed anything during the last sweep
 // epoch (5-10 ms) or has exited; otherwise the owner frees it, with its own
 // warm tcache and without cross-thread arena traffic (known problem 5 of
@@ -43,25 +43,24 @@
 // periods (grace_period.h).
 //
 // Threads come and go (libfuse creates and destroys workers).  A thread gets
-// a slot on first use; at thread exit it hands the slot back: the lists stay
-// in it, the driver keeps draining them, and the next new thread may adopt
-// the slot with whatever is still on it.  So nothing is lost when a thread
-// exits and slots are bounded by the peak number of live threads.
+// a slot on first use; at thread exit it hands the slot back (thread_slots.h:
+// the protocol): the lists stay in it, the driver keeps draining them, and
+// the next new thread may adopt the slot with whatever is still on it.  So
+// nothing is lost when a thread exits and slots are bounded by the peak
+// number of live threads.
 //
-// Grace-period engines (Config::gp_engine), both kept so that they can be
-// measured side by side (tools/fill_free_bench):
-//  - driver (default): one thread of ours runs GracePeriods::synchronize()
-//    whenever a batch waits, at most once per gp_interval_us, and after
-//    each one sweeps: frees the completed batches of idle or exited owners
-//    and cuts the pending lists behind them.
-//  - call_rcu: each cut batch is handed to liburcu's call_rcu; the callback
-//    frees it and cuts the next.  liburcu 0.13's worker sleeps 10 ms per
-//    batch, so pages wait ~10 ms and pile up without expedite.
+// The driver: one thread of ours runs GracePeriods::synchronize() whenever a
+// batch waits, at most once per gp_interval_us, and after each one sweeps:
+// frees the completed batches of idle or exited owners and cuts the pending
+// lists behind them.  (A second engine that handed each batch to liburcu's
+// call_rcu was measured far worse without expedite and no better with it,
+// and retired: docs/benchmarks.md#fill-and-free.)
 //
 // Lock order (the whole process, one table: docs/design.md#lock-order):
-// LivePools::mu -> registry_mu -> slot lock; the expedite queue lock and the
-// driver's wake lock are leaves.  No lock here is taken inside a read-side
-// section, and none is held across synchronize().
+// the slot lock, the slot registry's mutex (thread_slots.h), the expedite
+// queue lock and the driver's wake lock are all leaves: none is taken while
+// another is held.  No lock here is taken inside a read-side section, and
+// none is held across synchronize().
 #pragma once
 
 #include <cstddef>
@@ -75,8 +74,6 @@
 
 namespace norefs::alloc {
 
-enum class GpEngine { driver, call_rcu };
-
 struct PagePoolConfig {
   // false: every page goes straight back to the arena.  The baseline, and the
   // unsafe control of the evict-race checker.  Never for production.
@@ -85,8 +82,7 @@ struct PagePoolConfig {
   bool expedite = true;
   // A slot's pending list at this length is handed to the expedite worker.
   std::size_t expedite_pages = 1024;
-  GpEngine gp_engine = GpEngine::driver;
-  // Driver engine: at most one grace period per this many microseconds
+  // At most one grace period per this many microseconds
   // (0: back to back).  Pages freed meanwhile gather into larger batches, so
   // fewer grace periods (each two membarrier IPI rounds to every running
   // thread of the process) serve the same frees; expedite bounds what

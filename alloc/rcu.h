@@ -87,8 +87,8 @@ class ReadGuard {
 void synchronize();
 
 // call_rcu: `head->func(head)` runs on liburcu's call_rcu worker after a grace
-// period.  The calling thread is registered first.  Used only by the call_rcu
-// grace-period engine of PagePool, kept for measurement (see page_pool.h).
+// period.  The calling thread is registered first.  Used by the page index to
+// retire its nodes (cache/page_index.h); pages never go this way (page_pool.h).
 using Head = rcu_head;
 void call(Head* head, void (*func)(Head*));
 // Waits until every callback queued by call() before this point has run.

@@ -1,70 +1,25 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "alloc/stats_block.h"
 
-#include <unistd.h>
-
-#include <stdexcept>
-
 #include "alloc/page.h"
 
 namespace norefs::alloc {
-namespace {
-
-constexpr std::size_t kSlotsOffset = sizeof(StatsHeader);
-static_assert(kSlotsOffset % alignof(SlotCounters) == 0);
-
-}  // namespace
 
 StatsBlock::StatsBlock(const std::string& path, std::size_t max_slots)
-    : map_(SharedMapping::create(path, kSlotsOffset + max_slots * sizeof(SlotCounters),
-                                 "stats block")),
-      max_slots_(max_slots) {
-  void* mem = map_.data();
-  // A fresh mapping is zero-filled: every counter starts at 0.
-  header_ = new (mem) StatsHeader;
-  slots_ = reinterpret_cast<SlotCounters*>(static_cast<char*>(mem) + kSlotsOffset);
-  for (std::size_t i = 0; i < max_slots; i++) new (&slots_[i]) SlotCounters;
-  auto& h = *header_;
-  h.version.store(kStatsVersion, std::memory_order_relaxed);
-  h.page_size.store(kPageSize, std::memory_order_relaxed);
-  h.max_slots.store(max_slots, std::memory_order_relaxed);
-  h.slots_offset.store(kSlotsOffset, std::memory_order_relaxed);
-  h.pid.store(static_cast<std::uint64_t>(getpid()), std::memory_order_relaxed);
-  // Release: a reader that sees the magic (acquire) sees the layout fields.
-  h.magic.store(kStatsMagic, std::memory_order_release);
-}
+    : CounterBlock(path, max_slots, [](StatsHeader& h) {
+        h.page_size.store(kPageSize, std::memory_order_relaxed);  // before the magic
+      }) {}
 
-StatsBlock::~StatsBlock() = default;
-
-Counters StatsBlock::sum() const { return sum_counters(*header_, slots_); }
-
-StatsReader::StatsReader(const std::string& path)
-    : map_(SharedMapping::open_readonly(path, sizeof(StatsHeader), "stats block")) {
-  header_ = static_cast<const StatsHeader*>(map_.data());
-  const auto& h = *header_;
-  std::uint64_t max_slots = h.max_slots.load(std::memory_order_relaxed);
-  std::uint64_t offset = h.slots_offset.load(std::memory_order_relaxed);
-  // Acquire pairs with the release store of the magic in StatsBlock().
-  if (h.magic.load(std::memory_order_acquire) != kStatsMagic ||
-      h.version.load(std::memory_order_relaxed) != kStatsVersion ||
-      offset + max_slots * sizeof(SlotCounters) > map_.size()) {
-    throw std::runtime_error(path + ": not a norefs stats block of version " +
-                             std::to_string(kStatsVersion));
-  }
-  slots_ = reinterpret_cast<const SlotCounters*>(static_cast<const char*>(map_.data()) + offset);
-}
-
-StatsReader::~StatsReader() = default;
-
-Counters StatsReader::sum() const { return sum_counters(*header_, slots_); }
-std::uint64_t StatsReader::waiting() const { return sum_waiting(*header_, slots_); }
+Counters StatsBlock::sum() const { return sum_counters(header(), slots()); }
+Counters StatsReader::sum() const { return sum_counters(header(), slots()); }
+std::uint64_t StatsReader::waiting() const { return sum_waiting(header(), slots()); }
 std::int64_t StatsReader::live_lower_bound() const {
-  return sum_live_lower_bound(*header_, slots_);
+  return sum_live_lower_bound(header(), slots());
 }
 
-// All loads relaxed: see "Writers and ordering" in the header.
+// All loads relaxed: see "Writers and ordering" in counter_block.h.
 std::uint64_t sum_waiting(const StatsHeader& h, const SlotCounters* slots) {
-  std::uint64_t n = h.nslots.load(std::memory_order_relaxed), waiting = 0;
+  std::uint64_t n = h.block.nslots.load(std::memory_order_relaxed), waiting = 0;
   for (std::uint64_t i = 0; i < n; i++) {
     waiting += slots[i].pending.load(std::memory_order_relaxed) +
                slots[i].inflight.load(std::memory_order_relaxed);
@@ -79,11 +34,11 @@ std::int64_t sum_live_lower_bound(const StatsHeader& h, const SlotCounters* slot
   auto rd = [](const Counter& c) { return c.load(std::memory_order_acquire); };
   // Slots handed out after this load allocated nothing we read: a smaller
   // count of allocations, which keeps the bound.
-  std::uint64_t n = rd(h.nslots), allocated = 0, freed = 0;
+  std::uint64_t n = rd(h.block.nslots), allocated = 0, freed = 0;
   for (std::uint64_t i = 0; i < n; i++) allocated += rd(slots[i].allocated);
   // Read again: a slot handed out meanwhile may hold frees of pages counted
   // above, and leaving them out would overstate what is live.
-  n = rd(h.nslots);
+  n = rd(h.block.nslots);
   for (std::uint64_t i = 0; i < n; i++) {
     freed += rd(slots[i].immediate) + rd(slots[i].not_deferred) + rd(slots[i].freed_after_gp);
   }
@@ -93,7 +48,7 @@ std::int64_t sum_live_lower_bound(const StatsHeader& h, const SlotCounters* slot
 Counters sum_counters(const StatsHeader& h, const SlotCounters* slots) {
   auto rd = [](const Counter& c) { return c.load(std::memory_order_relaxed); };
   Counters c;
-  c.slots = rd(h.nslots);
+  c.slots = rd(h.block.nslots);
   for (std::uint64_t i = 0; i < c.slots; i++) {
     const SlotCounters& s = slots[i];
     c.pending += rd(s.pending);

@@ -3,31 +3,28 @@
 // cache/cache_stats.h — the page cache's counters, per thread, readable live
 // by another process.
 //
-// Same scheme as alloc/stats_block.h: one shared mapping (anonymous, or a
-// 0600 file), a header and one slot per thread.  Each slot has one writer,
-// the thread it belongs to, which updates its counters with a relaxed load +
-// relaxed store (no RMW, no line shared with another thread): the fast path
-// writes no shared memory.  Readers map the file read-only and sum the slots.
-// Relaxed is enough: the numbers carry no pointers, and a reader wants each
-// number, not an order between them.  A sum is exact after quiescence and
-// may lag by what moves while it is being read.
+// A counter block like the pool's (alloc/counter_block.h: the layout, the
+// writer, the reader, why relaxed is enough): a header and one slot per
+// thread.  Each slot has one writer, the thread it belongs to, which
+// updates its counters with bump() (relaxed load + relaxed store, no RMW,
+// no line shared with another thread): the fast path writes no shared
+// memory.  Readers map the file read-only and sum the slots.
 //
-// Slots are bounded by the peak number of live threads: a thread's slot goes
-// back to a free list when the thread exits (its counts stay in it), and the
-// next thread to read takes it.
+// A thread takes its slot on first use and hands it back when it exits
+// (alloc/thread_slots.h: the one thread-exit protocol); its counts stay in
+// the slot, and the next thread to read adopts it.  So slots are bounded by
+// the peak number of live threads.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 
-namespace norefs::alloc {
-class SharedMapping;
-}
+#include "alloc/counter_block.h"
+#include "alloc/thread_slots.h"
 
 namespace norefs::cache {
 
@@ -81,28 +78,30 @@ inline Ctr stop_counter(Stop s) {
   return static_cast<Ctr>(static_cast<std::size_t>(Ctr::stop0) + static_cast<std::size_t>(s));
 }
 
-using Counter = std::atomic<std::uint64_t>;
+using alloc::Counter;
 
 struct alignas(64) CacheSlot {
   Counter v[kCounters];
 };
 
 inline constexpr std::uint64_t kCacheStatsMagic = 0x6e6f726566736373ULL;  // "norefscs"
-inline constexpr std::uint64_t kCacheStatsVersion = 2;  // 2: write_alloc, write_fill, write_skipped
+// 2: write_alloc, write_fill, write_skipped; 3: the common BlockHeader of
+// alloc/counter_block.h.
+inline constexpr std::uint64_t kCacheStatsVersion = 3;
 
 struct alignas(64) CacheStatsHeader {
-  Counter magic;
-  Counter version;
-  Counter ncounters;  // kCounters of the writer: readers refuse a mismatch
-  Counter max_slots;
-  Counter slots_offset;
-  Counter nslots;  // slots handed out; readers sum [0, nslots)
-  Counter pid;
-  Counter read_path;     // ReadPath of the cache
-  Counter pages_cached;  // pages in every index; written under the LRU lock
+  static constexpr std::uint64_t kMagic = kCacheStatsMagic, kVersion = kCacheStatsVersion;
+  static constexpr const char* kWhat = "cache stats block";
+
+  alloc::BlockHeader block;
+  Counter ncounters;  // kCounters of the writer, before the magic: readers refuse a mismatch
+  // Written once by the PageCache constructor.
+  Counter read_path;    // ReadPath of the cache
+  Counter limit_pages;  // the memory bound (cached + waiting), 0 = none
+  Counter batch;        // fast-path batch limit
+  // Written under the LRU lock.
+  Counter pages_cached;  // pages in every index
   Counter active_pages;  // of which on the active list
-  Counter limit_pages;   // the memory bound (cached + waiting), 0 = none
-  Counter batch;         // fast-path batch limit
 };
 
 // A sum: what a user wants to see.
@@ -119,40 +118,36 @@ struct CacheCounters {
 class CacheStats {
  public:
   // Anonymous shared mapping when `path` is empty; else creates `path` (0600,
-  // O_EXCL; unlinked by close()).  Throws std::system_error.
+  // O_EXCL; unlinked by the destructor).  Throws std::system_error.
   CacheStats(const std::string& path, std::size_t max_slots);
-  ~CacheStats();
   CacheStats(const CacheStats&) = delete;
   CacheStats& operator=(const CacheStats&) = delete;
 
-  CacheStatsHeader& header() { return *header_; }
+  CacheStatsHeader& header() { return block_.header(); }
   CacheCounters sum() const;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return block_.path(); }
 
   // This thread's slot.  First call per thread: takes a free slot (aborts
   // with a message past max_slots).  Inline: every read takes it, and the
   // common case is one compare with this thread's last cache.
   CacheSlot& slot();
 
-  struct Registry;
-
  private:
   CacheSlot& slot_slow();
 
-  std::unique_ptr<alloc::SharedMapping> map_;
-  std::string path_;
-  std::size_t bytes_;
-  CacheStatsHeader* header_;
-  CacheSlot* slots_;
-  std::shared_ptr<Registry> registry_;
-  std::uint64_t id_;
+  alloc::CounterBlock<CacheStatsHeader, CacheSlot> block_;
+  // After block_: destroyed first, so that no thread exit reaches block_'s
+  // slots once it is going.
+  alloc::SlotRegistry registry_;
+  const std::uint64_t id_;  // registry_.id(), copied here for slot()
 };
 
 namespace detail {
 // The cache this thread used last and its slot there: slot()'s fast path.
 // Trivial and constinit, so that reading it is a plain thread-local load
 // (no initialisation guard, no wrapper call).  Only its thread touches it.
-// Cache ids start at 1: {0, nullptr} matches no cache.
+// Registry ids start at 1: {0, nullptr} matches no cache.  Cleared at thread
+// exit before the slot goes back (SlotRegistry::Hooks::forget).
 struct LastSlot {
   std::uint64_t id = 0;
   CacheSlot* slot = nullptr;
@@ -169,8 +164,7 @@ inline CacheSlot& CacheStats::slot() {
 
 // Relaxed single-writer update: see the block comment.
 inline void bump(CacheSlot& s, Ctr c, std::uint64_t n = 1) {
-  Counter& x = s.v[static_cast<std::size_t>(c)];
-  x.store(x.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  alloc::counter_add(s.v[static_cast<std::size_t>(c)], n);
 }
 
 // Read-only view of a block, in this process or another.
@@ -179,16 +173,12 @@ class CacheStatsReader {
   // Throws std::system_error (open/mmap) or std::runtime_error (not a norefs
   // cache stats block, or another version or layout).
   explicit CacheStatsReader(const std::string& path);
-  ~CacheStatsReader();
-  CacheStatsReader(const CacheStatsReader&) = delete;
-  CacheStatsReader& operator=(const CacheStatsReader&) = delete;
   CacheCounters sum() const;
 
  private:
-  std::unique_ptr<alloc::SharedMapping> map_;
-  const CacheStatsHeader* header_;
+  alloc::CounterBlockReader<CacheStatsHeader, CacheSlot> block_;
 };
 
-CacheCounters sum_cache_counters(const CacheStatsHeader& h);
+CacheCounters sum_cache_counters(const CacheStatsHeader& h, const CacheSlot* slots);
 
 }  // namespace norefs::cache

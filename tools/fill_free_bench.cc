@@ -18,7 +18,6 @@
 #include "tools/fill_free.h"
 #include "tools/progress.h"
 
-using norefs::alloc::GpEngine;
 using norefs::alloc::kPageSize;
 using norefs::alloc::TcacheMode;
 using norefs::tools::FillFreeParams;
@@ -28,7 +27,6 @@ namespace {
 
 struct Variant {
   std::string name;    // e.g. "deferred", "deferred-noexp", "immediate"
-  std::string engine;  // driver | call_rcu | - (immediate)
   std::string tcache;  // private | none
   norefs::alloc::PagePoolConfig cfg;
 };
@@ -50,7 +48,7 @@ int main(int argc, char** argv) {
   double seconds = 1.0;
   unsigned rounds = 3;
   std::size_t fill_pages = 1024, expedite_pages = 1024;
-  std::vector<std::string> engines{"driver"}, tcaches{"private"};
+  std::vector<std::string> tcaches{"private"};
   std::string csv_path, json_path;
   unsigned sample_us = 2000;
   unsigned gp_interval_us = norefs::alloc::PagePoolConfig{}.gp_interval_us;
@@ -64,13 +62,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1ul, 1ul << 22));
   app.add_option("--expedite-pages", expedite_pages, "expedite threshold")
       ->check(CLI::Range(1ul, 1ul << 30));
-  app.add_option("--engines", engines, "grace-period engines: driver,call_rcu")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"driver", "call_rcu"}));
   app.add_option("--tcache", tcaches, "arena tcache modes: private,none")
       ->delimiter(',')
       ->check(CLI::IsMember({"private", "none"}));
-  app.add_option("--gp-interval-us", gp_interval_us, "driver engine: min us between grace periods")
+  app.add_option("--gp-interval-us", gp_interval_us, "min us between grace periods")
       ->check(CLI::Range(0u, 1000000u));
   app.add_option("--sample-us", sample_us, "sampling interval (us)")
       ->check(CLI::Range(100u, 1000000u));
@@ -84,19 +79,16 @@ int main(int argc, char** argv) {
     base.tcache = tc == "none" ? TcacheMode::none : TcacheMode::private_;
     base.expedite_pages = expedite_pages;
     base.gp_interval_us = gp_interval_us;
-    Variant imm{"immediate", "-", tc, base};
+    Variant imm{"immediate", tc, base};
     imm.cfg.defer = false;
     imm.cfg.expedite = false;
     variants.push_back(imm);
-    for (const auto& en : engines) {
-      Variant d{"deferred", en, tc, base};
-      d.cfg.gp_engine = en == "call_rcu" ? GpEngine::call_rcu : GpEngine::driver;
-      variants.push_back(d);
-      Variant ne = d;
-      ne.name = "deferred-noexp";
-      ne.cfg.expedite = false;
-      variants.push_back(ne);
-    }
+    Variant d{"deferred", tc, base};
+    variants.push_back(d);
+    Variant ne = d;
+    ne.name = "deferred-noexp";
+    ne.cfg.expedite = false;
+    variants.push_back(ne);
   }
 
   std::printf("fill_free_bench: threads=");
@@ -128,11 +120,11 @@ int main(int argc, char** argv) {
         const FillFreeResult& x =
             results[{v, n}].emplace_back(norefs::tools::run_fill_free(p, path));
         char line[200];
-        std::snprintf(
-            line, sizeof line,
-            "round %u/%u  %zu/%zu  %s %s %s %u thread%s: %.0f pages/s, mean wait %.2f MiB", r + 1,
-            rounds, ++k, per_round, variants[v].name.c_str(), variants[v].engine.c_str(),
-            variants[v].tcache.c_str(), n, n == 1 ? "" : "s", x.pages_per_sec, mib(x.mean_waiting));
+        std::snprintf(line, sizeof line,
+                      "round %u/%u  %zu/%zu  %s %s %u thread%s: %.0f pages/s, mean wait %.2f MiB",
+                      r + 1, rounds, ++k, per_round, variants[v].name.c_str(),
+                      variants[v].tcache.c_str(), n, n == 1 ? "" : "s", x.pages_per_sec,
+                      mib(x.mean_waiting));
         progress.update(line);
       }
     }
@@ -140,8 +132,8 @@ int main(int argc, char** argv) {
   }
 
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-3s %-15s %-8s %-7s %10s %19s %7s %12s %12s %7s %10s\n", "N", "variant", "engine",
-              "tcache", "pages/s", "(min-max, rounds)", "vs imm", "mean wait", "peak wait", "GP/s",
+  std::printf("\n%-3s %-15s %-7s %10s %19s %7s %12s %12s %7s %10s\n", "N", "variant", "tcache",
+              "pages/s", "(min-max, rounds)", "vs imm", "mean wait", "peak wait", "GP/s",
               "expedite/s");
   std::map<std::pair<std::string, unsigned>, double> imm_rate;  // (tcache, N) -> pages/s
   for (unsigned n : threads) {
@@ -165,15 +157,13 @@ int main(int argc, char** argv) {
       double rmax = *std::max_element(rate.begin(), rate.end());
       if (var.name == "immediate") imm_rate[{var.tcache, n}] = prate;
       double vs = prate / imm_rate[{var.tcache, n}];
-      std::printf(
-          "%-3u %-15s %-8s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n", n,
-          var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs,
-          mib(mwait), mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
-          static_cast<double>(exps) / secs);
+      std::printf("%-3u %-15s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n",
+                  n, var.name.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs, mib(mwait),
+                  mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
+                  static_cast<double>(exps) / secs);
       if (fails) std::printf("    (%lu allocation failures)\n", static_cast<unsigned long>(fails));
       rows.push_back({{"threads", n},
                       {"variant", var.name},
-                      {"engine", var.engine},
                       {"tcache", var.tcache},
                       {"pages_per_sec", prate},
                       {"pages_per_sec_min", rmin},
@@ -187,12 +177,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  // The targets, for the first engine and tcache mode given.
+  // The targets, for the first tcache mode given.
   unsigned n_target = *std::max_element(threads.begin(), threads.end());
   auto find = [&](const std::string& name) -> const nlohmann::json* {
     for (const auto& row : rows) {
-      if (row["threads"] == n_target && row["variant"] == name && row["tcache"] == tcaches[0] &&
-          (name == "immediate" || row["engine"] == engines[0]))
+      if (row["threads"] == n_target && row["variant"] == name && row["tcache"] == tcaches[0])
         return &row;
     }
     return nullptr;
@@ -203,8 +192,7 @@ int main(int argc, char** argv) {
         (*def)["pages_per_sec"].get<double>() / (*imm)["pages_per_sec"].get<double>();
     double d_wait = (*def)["mean_waiting_pages"].get<double>();
     double wait_ratio = (*noexp)["mean_waiting_pages"].get<double>() / std::max(d_wait, 1e-9);
-    std::printf("\ntargets at N=%u (%s engine, %s tcache):\n", n_target, engines[0].c_str(),
-                tcaches[0].c_str());
+    std::printf("\ntargets at N=%u (%s tcache):\n", n_target, tcaches[0].c_str());
     std::printf("  deferred pages/s / immediate pages/s = %.3f (target >= 0.90: %s)\n", rate_ratio,
                 rate_ratio >= 0.9 ? "met" : "NOT met");
     std::printf("  mean waiting without expedite / with = %.1fx (target >= 20x: %s)\n", wait_ratio,
@@ -213,17 +201,16 @@ int main(int argc, char** argv) {
 
   if (!csv_path.empty()) {
     std::ofstream f(csv_path);
-    f << "threads,variant,engine,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
+    f << "threads,variant,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
          "ratio_to_immediate,mean_waiting_pages,peak_waiting_pages,grace_periods_per_sec,"
          "expedites_per_sec,rounds\n";
     for (const auto& row : rows) {
       f << row["threads"] << ',' << row["variant"].get<std::string>() << ','
-        << row["engine"].get<std::string>() << ',' << row["tcache"].get<std::string>() << ','
-        << row["pages_per_sec"] << ',' << row["pages_per_sec_min"] << ','
-        << row["pages_per_sec_max"] << ',' << row["ratio_to_immediate"] << ','
-        << row["mean_waiting_pages"] << ',' << row["peak_waiting_pages"] << ','
-        << row["grace_periods_per_sec"] << ',' << row["expedites_per_sec"] << ',' << row["rounds"]
-        << '\n';
+        << row["tcache"].get<std::string>() << ',' << row["pages_per_sec"] << ','
+        << row["pages_per_sec_min"] << ',' << row["pages_per_sec_max"] << ','
+        << row["ratio_to_immediate"] << ',' << row["mean_waiting_pages"] << ','
+        << row["peak_waiting_pages"] << ',' << row["grace_periods_per_sec"] << ','
+        << row["expedites_per_sec"] << ',' << row["rounds"] << '\n';
     }
     if (!f) {
       std::fprintf(stderr, "fill_free_bench: cannot write %s\n", csv_path.c_str());

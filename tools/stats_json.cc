@@ -16,8 +16,9 @@ double ratio(std::uint64_t num, std::uint64_t den) {
 
 std::string alloc_config_name(std::uint64_t config) {
   static constexpr std::pair<std::uint64_t, const char*> kBits[] = {
-      {alloc::kCfgDefer, "defer"},      {alloc::kCfgExpedite, "expedite"},
-      {alloc::kCfgCallRcu, "call_rcu"}, {alloc::kCfgTcacheNone, "tcache_none"},
+      {alloc::kCfgDefer, "defer"},
+      {alloc::kCfgExpedite, "expedite"},
+      {alloc::kCfgTcacheNone, "tcache_none"},
       {alloc::kCfgCheck, "check"},
   };
   std::string s;

@@ -25,7 +25,6 @@ namespace norefs::alloc::test {
 namespace {
 
 struct BatchCase {
-  GpEngine engine;
   bool skip_gp;
   int threads;
   int pages_a;   // per thread, phase A
@@ -33,16 +32,13 @@ struct BatchCase {
   int pages_per_round_b;
 };
 
-std::string batch_name(const BatchCase& b) {
-  return std::string(engine_name(b.engine)) + (b.skip_gp ? "_control_skip_gp" : "");
-}
+std::string batch_name(const BatchCase& b) { return b.skip_gp ? "control_skip_gp" : "driver"; }
 
 class BatchBoundaryTest : public ::testing::TestWithParam<BatchCase> {};
 
 TEST_P(BatchBoundaryTest, NoPageFreedBeforeItsGracePeriod) {
   const BatchCase& bc = GetParam();
   PagePoolConfig cfg;
-  cfg.gp_engine = bc.engine;
   cfg.check = true;
   cfg.debug_skip_grace_period = bc.skip_gp;
   PagePool pool(cfg);
@@ -126,12 +122,9 @@ TEST_P(BatchBoundaryTest, NoPageFreedBeforeItsGracePeriod) {
   }
 }
 
-// call_rcu batches take ~10 ms each (liburcu 0.13's worker): small counts.
-INSTANTIATE_TEST_SUITE_P(Engines, BatchBoundaryTest,
-                         ::testing::Values(BatchCase{GpEngine::driver, false, 4, 200, 20, 25},
-                                           BatchCase{GpEngine::driver, true, 4, 200, 20, 25},
-                                           BatchCase{GpEngine::call_rcu, false, 4, 25, 4, 10},
-                                           BatchCase{GpEngine::call_rcu, true, 4, 25, 4, 10}),
+INSTANTIATE_TEST_SUITE_P(Cases, BatchBoundaryTest,
+                         ::testing::Values(BatchCase{false, 4, 200, 20, 25},
+                                           BatchCase{true, 4, 200, 20, 25}),
                          [](const auto& tp) { return batch_name(tp.param); });
 
 }  // namespace

@@ -13,18 +13,14 @@
 namespace norefs::alloc::test {
 namespace {
 
-class CountersTest : public ::testing::TestWithParam<GpEngine> {};
-
-TEST_P(CountersTest, ExactAfterQuiescence) {
-  const bool driver = GetParam() == GpEngine::driver;
+TEST(CountersTest, ExactAfterQuiescence) {
   PagePoolConfig cfg;
-  cfg.gp_engine = GetParam();
   cfg.check = true;
   cfg.expedite_pages = 32;
   PagePool pool(cfg);
 
   constexpr int kThreads = 3;
-  const int rounds = driver ? 20 : 4;
+  constexpr int rounds = 20;
   constexpr int kPerRound = 24;
   std::atomic<bool> stop{false};
   std::thread churn([&] {
@@ -62,8 +58,8 @@ TEST_P(CountersTest, ExactAfterQuiescence) {
   });
   // The main thread too: a long run of deferred frees (expedite territory),
   // while a reader holds them back, until the pool has recorded a peak.
-  // (peak_waiting may be sampled -- the call_rcu engine samples every
-  // 10 ms -- so it gets time; pages cannot leave while the reader is in.)
+  // (peak_waiting is sampled by the driver, so it gets time; pages cannot
+  // leave while the reader is in.)
   std::uint64_t peak_seen = 0;
   {
     ReaderThread reader;
@@ -92,16 +88,10 @@ TEST_P(CountersTest, ExactAfterQuiescence) {
   EXPECT_LE(c.expedited_pages, c.freed_after_gp) << describe(c);
   EXPECT_EQ(c.check_violations, 0u) << describe(c);
   EXPECT_LE(c.gp_completed, c.gp_started) << describe(c);
-  if (driver) {
-    EXPECT_GT(c.grace_periods, 0u) << describe(c);
-    EXPECT_GT(c.gp_completed, 0u) << describe(c);
-  }
+  EXPECT_GT(c.grace_periods, 0u) << describe(c);
+  EXPECT_GT(c.gp_completed, 0u) << describe(c);
   EXPECT_GE(c.slots, 1u) << describe(c);
 }
-
-INSTANTIATE_TEST_SUITE_P(Engines, CountersTest,
-                         ::testing::Values(GpEngine::driver, GpEngine::call_rcu),
-                         [](const auto& tp) { return std::string(engine_name(tp.param)); });
 
 // drain() waits for pages freed before it, not for nothing: on an idle pool it
 // returns, repeatedly, and changes no count.
@@ -128,15 +118,12 @@ TEST(CountersTest, ConfigIsReported) {
 
   cfg.defer = true;
   cfg.expedite = false;
-  cfg.gp_engine = GpEngine::call_rcu;
   cfg.tcache = TcacheMode::none;
   cfg.check = true;
   cfg.expedite_pages = 77;
   PagePool odd(cfg);
-  EXPECT_EQ(odd.counters().config,
-            std::uint64_t{kCfgDefer | kCfgCallRcu | kCfgTcacheNone | kCfgCheck});
+  EXPECT_EQ(odd.counters().config, std::uint64_t{kCfgDefer | kCfgTcacheNone | kCfgCheck});
   EXPECT_EQ(odd.config().expedite_pages, 77u);
-  EXPECT_EQ(odd.config().gp_engine, GpEngine::call_rcu);
   EXPECT_TRUE(odd.stats_path().empty());
 }
 

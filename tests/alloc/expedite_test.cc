@@ -18,14 +18,12 @@
 namespace norefs::alloc::test {
 namespace {
 
-class ExpediteTest : public ::testing::TestWithParam<GpEngine> {
+class ExpediteTest : public ::testing::Test {
  protected:
-  // call_rcu batches take ~10 ms each: fewer pages.
-  int pages() const { return GetParam() == GpEngine::driver ? 640 : 320; }
+  static int pages() { return 640; }
 
-  Counters run(bool expedite) {
+  static Counters run(bool expedite) {
     PagePoolConfig cfg;
-    cfg.gp_engine = GetParam();
     cfg.expedite = expedite;
     cfg.expedite_pages = 64;
     cfg.check = true;
@@ -69,7 +67,7 @@ class ExpediteTest : public ::testing::TestWithParam<GpEngine> {
   }
 };
 
-TEST_P(ExpediteTest, LongPendingListIsExpedited) {
+TEST_F(ExpediteTest, LongPendingListIsExpedited) {
   Counters c = run(true);
   EXPECT_GT(c.expedites, 0u) << describe(c);
   EXPECT_GT(c.expedited_pages, 0u) << describe(c);
@@ -77,16 +75,12 @@ TEST_P(ExpediteTest, LongPendingListIsExpedited) {
   EXPECT_TRUE(c.config & kCfgExpedite) << describe(c);
 }
 
-TEST_P(ExpediteTest, NoExpediteWhenDisabled) {
+TEST_F(ExpediteTest, NoExpediteWhenDisabled) {
   Counters c = run(false);
   EXPECT_EQ(c.expedites, 0u) << describe(c);
   EXPECT_EQ(c.expedited_pages, 0u) << describe(c);
   EXPECT_FALSE(c.config & kCfgExpedite) << describe(c);
 }
-
-INSTANTIATE_TEST_SUITE_P(Engines, ExpediteTest,
-                         ::testing::Values(GpEngine::driver, GpEngine::call_rcu),
-                         [](const auto& tp) { return std::string(engine_name(tp.param)); });
 
 // The one property here that rests on the scheduler: right after a free()
 // queues this thread's expedite work, the worker has usually not been woken

@@ -27,7 +27,6 @@ static_assert(kCanary != kPoisonByte);
 
 struct CanaryCase {
   const char* name;
-  GpEngine engine = GpEngine::driver;
   TcacheMode tcache = TcacheMode::private_;
   std::size_t expedite_pages = 1024;
   bool defer = true;
@@ -50,7 +49,6 @@ class CanaryTest : public ::testing::TestWithParam<CanaryCase> {};
 
 CanaryOutcome run_canary(const CanaryCase& cc) {
   PagePoolConfig cfg;
-  cfg.gp_engine = cc.engine;
   cfg.tcache = cc.tcache;
   cfg.expedite_pages = cc.expedite_pages;
   cfg.defer = cc.defer;
@@ -175,19 +173,12 @@ TEST_P(CanaryTest, PageOutlivesReadSection) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Engines, CanaryTest,
-    ::testing::Values(
-        CanaryCase{.name = "driver"},
-        CanaryCase{.name = "driver_tcache_none", .tcache = TcacheMode::none},
-        CanaryCase{.name = "driver_expedite", .expedite_pages = 4},
-        CanaryCase{.name = "call_rcu", .engine = GpEngine::call_rcu},
-        CanaryCase{.name = "call_rcu_expedite", .engine = GpEngine::call_rcu, .expedite_pages = 4},
-        CanaryCase{.name = "control_defer_off", .defer = false, .safe = false},
-        CanaryCase{.name = "control_skip_gp_driver", .skip_gp = true, .safe = false},
-        CanaryCase{.name = "control_skip_gp_call_rcu",
-                   .engine = GpEngine::call_rcu,
-                   .skip_gp = true,
-                   .safe = false}),
+    Cases, CanaryTest,
+    ::testing::Values(CanaryCase{.name = "driver"},
+                      CanaryCase{.name = "driver_tcache_none", .tcache = TcacheMode::none},
+                      CanaryCase{.name = "driver_expedite", .expedite_pages = 4},
+                      CanaryCase{.name = "control_defer_off", .defer = false, .safe = false},
+                      CanaryCase{.name = "control_skip_gp_driver", .skip_gp = true, .safe = false}),
     [](const auto& tp) { return std::string(tp.param.name); });
 
 // A reader thread for one canary page: enters a read-side section, finds the
@@ -231,16 +222,13 @@ class CanaryReader {
 // A grace period frees what was queued before it began, nothing queued
 // after.  Setup (for liburcu's two-phase synchronize()): a long reader R0
 // holds back the grace periods that another slot's pages started (its batch
-// and, at eight pages, its expedite work: the expedite worker's grace period
-// in the call_rcu engine, the driver's in the driver engine); a canary
-// reader R enters only after those have certainly started, finds the page;
-// then the page is freed into this thread's slot, and R0 leaves.  Those
-// grace periods now end without having waited for R, and the canary page
-// must still wait for one that does.  (The call_rcu case failed on an
-// earlier page_pool.cc whose expedite worker swept call_rcu batches.)
+// and, at eight pages, its expedite work); a canary reader R enters only
+// after those have certainly started, finds the page; then the page is
+// freed into this thread's slot, and R0 leaves.  Those grace periods now end
+// without having waited for R, and the canary page must still wait for one
+// that does.
 struct ExpediteCase {
   const char* name;
-  GpEngine engine;
   bool skip_gp;  // control
 };
 
@@ -250,7 +238,6 @@ TEST_P(ExpediteCanaryTest, ExpediteGracePeriodFreesOnlyWhatItCovers) {
   const ExpediteCase& ec = GetParam();
   SKIP_RACY_CONTROL_UNDER_TSAN(ec);
   PagePoolConfig cfg;
-  cfg.gp_engine = ec.engine;
   cfg.expedite_pages = 8;
   cfg.poison_on_free = true;
   cfg.check = true;
@@ -316,13 +303,10 @@ TEST_P(ExpediteCanaryTest, ExpediteGracePeriodFreesOnlyWhatItCovers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Engines, ExpediteCanaryTest,
-    ::testing::Values(ExpediteCase{"driver", GpEngine::driver, false},
-                      ExpediteCase{"call_rcu", GpEngine::call_rcu, false},
-                      ExpediteCase{"control_skip_gp_driver", GpEngine::driver, true},
-                      ExpediteCase{"control_skip_gp_call_rcu", GpEngine::call_rcu, true}),
-    [](const auto& tp) { return std::string(tp.param.name); });
+INSTANTIATE_TEST_SUITE_P(Cases, ExpediteCanaryTest,
+                         ::testing::Values(ExpediteCase{"driver", false},
+                                           ExpediteCase{"control_skip_gp_driver", true}),
+                         [](const auto& tp) { return std::string(tp.param.name); });
 
 // The destructor "waits for every grace period": a pool destroyed while a
 // reader still holds one of its pages must not hand the page (or the arena)

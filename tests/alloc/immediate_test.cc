@@ -15,18 +15,12 @@
 namespace norefs::alloc::test {
 namespace {
 
-struct ImmediateCase {
-  GpEngine engine;
-  TcacheMode tcache;
-};
-
-class ImmediateTest : public ::testing::TestWithParam<ImmediateCase> {
+class ImmediateTest : public ::testing::TestWithParam<TcacheMode> {
  protected:
   PagePoolConfig config(bool defer) const {
     PagePoolConfig cfg;
     cfg.defer = defer;
-    cfg.gp_engine = GetParam().engine;
-    cfg.tcache = GetParam().tcache;
+    cfg.tcache = GetParam();
     return cfg;
   }
 };
@@ -156,14 +150,9 @@ TEST_P(ImmediateTest, FreeInsideReadSectionNeverWaits) {
   EXPECT_EQ(c.live(), 0u) << describe(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, ImmediateTest,
-                         ::testing::Values(ImmediateCase{GpEngine::driver, TcacheMode::private_},
-                                           ImmediateCase{GpEngine::driver, TcacheMode::none},
-                                           ImmediateCase{GpEngine::call_rcu, TcacheMode::private_}),
-                         [](const auto& tp) {
-                           return std::string(engine_name(tp.param.engine)) + "_" +
-                                  tcache_name(tp.param.tcache);
-                         });
+INSTANTIATE_TEST_SUITE_P(Tcaches, ImmediateTest,
+                         ::testing::Values(TcacheMode::private_, TcacheMode::none),
+                         [](const auto& tp) { return std::string(tcache_name(tp.param)); });
 
 }  // namespace
 }  // namespace norefs::alloc::test

@@ -19,7 +19,6 @@ TEST(LifecycleTest, SequentialPoolsOnOneThread) {
   for (int round = 0; round < 6; round++) {
     SCOPED_TRACE(round);
     PagePoolConfig cfg;
-    cfg.gp_engine = round % 3 == 2 ? GpEngine::call_rcu : GpEngine::driver;
     cfg.tcache = round % 2 ? TcacheMode::none : TcacheMode::private_;
     PagePool pool(cfg);  // very likely at the address of the previous round's
     Page* a = must_alloc(pool);

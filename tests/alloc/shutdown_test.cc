@@ -23,13 +23,9 @@ namespace {
 
 // The tests here run in a child (NOREFS_EXPECT_IN_CHILD) where the failure
 // mode is an abort or a crash in ~PagePool(): it then fails that test only.
-class ShutdownTest : public ::testing::TestWithParam<GpEngine> {};
-
-void destroy_with_pages_pending_and_in_flight(GpEngine engine) {
-  const bool driver = engine == GpEngine::driver;
-  const int n = driver ? 300 : 40;
+void destroy_with_pages_pending_and_in_flight() {
+  const int n = 300;
   PagePoolConfig cfg;
-  cfg.gp_engine = engine;
   cfg.stats_path = unique_stats_path("shutdown");
   cfg.check = true;
   std::optional<StatsReader> stats;
@@ -62,22 +58,16 @@ void destroy_with_pages_pending_and_in_flight(GpEngine engine) {
   EXPECT_EQ(after.waiting, 0u) << describe(after);
   EXPECT_EQ(after.live(), 0u) << describe(after);
   EXPECT_EQ(after.check_violations, 0u) << describe(after);
-  stats.reset();
-  // Any call_rcu callback the pool left behind would run now, on a destroyed
-  // pool (ASan: use-after-free; otherwise likely a crash).
-  rcu::barrier();
 }
 
-TEST_P(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
-  NOREFS_EXPECT_IN_CHILD(destroy_with_pages_pending_and_in_flight(GetParam()));
+TEST(ShutdownTest, DestroyWithPagesPendingAndInFlight) {
+  NOREFS_EXPECT_IN_CHILD(destroy_with_pages_pending_and_in_flight());
 }
 
 // Destroyed at once, while the engine is certainly busy: the pages were freed
 // under a reader, which leaves only when the destructor has started.
-void destroy_right_after_reader_leaves(GpEngine engine) {
-  PagePoolConfig cfg;
-  cfg.gp_engine = engine;
-  auto pool = std::make_unique<PagePool>(cfg);
+void destroy_right_after_reader_leaves() {
+  auto pool = std::make_unique<PagePool>();
   auto reader = std::make_unique<ReaderThread>();
   for (int i = 0; i < 50; i++) free_rcu(*pool, must_alloc(*pool));
   std::thread releaser([&] {
@@ -86,22 +76,15 @@ void destroy_right_after_reader_leaves(GpEngine engine) {
   });
   pool.reset();
   releaser.join();
-  rcu::barrier();
 }
 
-TEST_P(ShutdownTest, DestroyRightAfterReaderLeaves) {
-  NOREFS_EXPECT_IN_CHILD(destroy_right_after_reader_leaves(GetParam()));
+TEST(ShutdownTest, DestroyRightAfterReaderLeaves) {
+  NOREFS_EXPECT_IN_CHILD(destroy_right_after_reader_leaves());
 }
-
-INSTANTIATE_TEST_SUITE_P(Engines, ShutdownTest,
-                         ::testing::Values(GpEngine::driver, GpEngine::call_rcu),
-                         [](const auto& tp) { return std::string(engine_name(tp.param)); });
 
 TEST(ShutdownTest, DestroyUnusedPool) {
   for (int i = 0; i < 3; i++) {
-    PagePoolConfig cfg;
-    cfg.gp_engine = i == 1 ? GpEngine::call_rcu : GpEngine::driver;
-    PagePool pool(cfg);
+    PagePool pool;
     Counters c = pool.counters();
     EXPECT_EQ(c.allocated, 0u) << describe(c);
   }
@@ -139,12 +122,11 @@ TEST(ShutdownTest, DestroyWhileIdleThreadsHoldEveryUserSlot) {
 
 // drain() from a thread that never used the pool, while the only user slot
 // is held by an idle thread: drain() frees the waiting pages without taking
-// a slot of its own (one more user would abort, max_threads = 1).  Both
-// engines.  In a child: the failure mode is an abort.
-void drain_while_idle_threads_hold_every_user_slot(GpEngine engine) {
+// a slot of its own (one more user would abort, max_threads = 1).  In a
+// child: the failure mode is an abort.
+void drain_while_idle_threads_hold_every_user_slot() {
   PagePoolConfig cfg;
   cfg.max_threads = 1;
-  cfg.gp_engine = engine;
   PagePool pool(cfg);
   std::latch freed(1), drained(1);
   std::thread user([&] {
@@ -163,42 +145,7 @@ void drain_while_idle_threads_hold_every_user_slot(GpEngine engine) {
 }
 
 TEST(ShutdownTest, DrainFromAnotherThreadWhileIdleThreadsHoldEveryUserSlot) {
-  NOREFS_EXPECT_IN_CHILD(drain_while_idle_threads_hold_every_user_slot(GpEngine::driver));
-  NOREFS_EXPECT_IN_CHILD(drain_while_idle_threads_hold_every_user_slot(GpEngine::call_rcu));
-}
-
-// call_rcu engine: the pool must outlive every callback, including one that
-// is still freeing its batch.  The callback publishes its grace period
-// (gp_completed) before it frees the batch, so destroying the pool the
-// moment gp_completed reaches the last batch's number starts ~PagePool()
-// while that callback is (about to be) freeing a large, poisoned batch.
-// In a child: the failure modes are an abort ("destroyed with ... waiting"),
-// a crash, or (ASan/TSan) a use of the destroyed slots.
-void destroy_while_a_callback_frees() {
-  PagePoolConfig cfg;
-  cfg.gp_engine = GpEngine::call_rcu;
-  cfg.expedite = false;       // no other grace periods: numbers are 1, 2
-  cfg.poison_on_free = true;  // a slow free: 4 KiB memset per page
-  auto pool = std::make_unique<PagePool>(cfg);
-  constexpr int kPages = 8192;
-  {
-    ReaderThread reader;  // batch 1 = the first page; the rest waits behind it
-    for (int i = 0; i < kPages; i++) free_rcu(*pool, must_alloc(*pool));
-  }
-  // Batch 1's callback cuts the rest into batch 2; batch 2's callback ends
-  // grace period 2 and then frees kPages - 1 pages.
-  bool started = false;
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!(started = pool->counters().gp_completed >= 2) &&
-         std::chrono::steady_clock::now() < deadline) {
-  }
-  EXPECT_TRUE(started) << describe(pool->counters());
-  pool.reset();
-  rcu::barrier();  // let a callback the pool did not wait for finish (and be caught)
-}
-
-TEST(ShutdownTest, DestroyWhileACallRcuCallbackFrees) {
-  NOREFS_EXPECT_IN_CHILD(destroy_while_a_callback_frees());
+  NOREFS_EXPECT_IN_CHILD(drain_while_idle_threads_hold_every_user_slot());
 }
 
 TEST(ShutdownDeathTest, DestroyWithAnAllocatedPageAborts) {

@@ -392,7 +392,8 @@ TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
   expect_rejected(std::vector<char>(kPageSize, 0), "a page of zeros");
   expect_rejected(std::vector<char>(3 * kPageSize, 'x'), "three pages of text");
 
-  // A real block, altered: another version; slots beyond the end of the file.
+  // A real block, altered: another version; another slot size; slots beyond
+  // the end of the file.
   std::vector<char> real;
   {
     PagePoolConfig cfg;
@@ -402,7 +403,8 @@ TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
   }
   ASSERT_GE(real.size(), sizeof(StatsHeader));
   std::uint64_t magic = 0;
-  std::memcpy(&magic, real.data() + offsetof(StatsHeader, magic), sizeof magic);
+  std::memcpy(&magic, real.data() + offsetof(StatsHeader, block) + offsetof(BlockHeader, magic),
+              sizeof magic);
   EXPECT_EQ(magic, kStatsMagic);
   {
     write_file(path, real);
@@ -411,8 +413,14 @@ TEST(StatsTest, ReaderRejectsWhatIsNotAStatsBlock) {
   }
   std::vector<char> other_version = real;
   std::uint64_t v = kStatsVersion + 1;
-  std::memcpy(other_version.data() + offsetof(StatsHeader, version), &v, sizeof v);
+  std::memcpy(other_version.data() + offsetof(StatsHeader, block) + offsetof(BlockHeader, version),
+              &v, sizeof v);
   expect_rejected(other_version, "a block of another version");
+  std::vector<char> other_slots = real;
+  std::uint64_t slot_size = sizeof(SlotCounters) / 2;
+  std::memcpy(other_slots.data() + offsetof(StatsHeader, block) + offsetof(BlockHeader, slot_size),
+              &slot_size, sizeof slot_size);
+  expect_rejected(other_slots, "a block whose slots have another size");
   std::vector<char> truncated(real.begin(), real.begin() + sizeof(StatsHeader) + 64);
   expect_rejected(truncated, "a block whose slots run past the end of the file");
   unlink(path.c_str());

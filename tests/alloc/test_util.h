@@ -164,7 +164,6 @@ template <class F>
                 "");                                                                              \
   } while (0)
 
-inline const char* engine_name(GpEngine e) { return e == GpEngine::driver ? "driver" : "call_rcu"; }
 inline const char* tcache_name(TcacheMode t) {
   return t == TcacheMode::none ? "tcache_none" : "tcache_private";
 }

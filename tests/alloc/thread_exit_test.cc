@@ -14,21 +14,20 @@
 namespace norefs::alloc::test {
 namespace {
 
-class ThreadExitTest : public ::testing::TestWithParam<GpEngine> {
+class ThreadExitTest : public ::testing::Test {
  protected:
-  PagePoolConfig config() const {
+  static PagePoolConfig config() {
     PagePoolConfig cfg;
-    cfg.gp_engine = GetParam();
     cfg.check = true;
     return cfg;
   }
-  int pages() const { return GetParam() == GpEngine::driver ? 100 : 25; }
+  static int pages() { return 100; }
 };
 
 // Threads free deferred pages and exit while a reader holds a section, so
 // their lists are certainly non-empty when they exit.  drain() from a thread
 // that never used the pool then frees them all.
-TEST_P(ThreadExitTest, ExitedThreadsListsAreDrained) {
+TEST_F(ThreadExitTest, ExitedThreadsListsAreDrained) {
   PagePool pool(config());
   constexpr int kThreads = 4;
   const int n = pages();
@@ -71,7 +70,7 @@ TEST_P(ThreadExitTest, ExitedThreadsListsAreDrained) {
 // Nobody calls drain(): the engine itself keeps freeing the lists that exited
 // threads left behind.  (A correct engine does it within milliseconds; the
 // bound only stops a broken one from hanging the test.)
-TEST_P(ThreadExitTest, ExitedThreadsListsAreFreedWithoutDrain) {
+TEST_F(ThreadExitTest, ExitedThreadsListsAreFreedWithoutDrain) {
   PagePool pool(config());
   const int n = pages();
   {
@@ -123,9 +122,8 @@ void slots_are_recycled(PagePoolConfig cfg) {
   pool.drain();  // (makes this thread a user: drain() frees pages itself)
   Counters c = pool.counters();
   // "Slots are bounded by the peak number of live threads": at most four
-  // users here, plus the pool's own threads that free pages on their behalf
-  // (driver, expedite worker, liburcu's call_rcu worker) -- not 64.
-  EXPECT_LE(c.slots, 4u + 3u) << "slots were not recycled: " << describe(c);
+  // users here (the pool's own threads never take one) -- not 64.
+  EXPECT_LE(c.slots, 4u) << "slots were not recycled: " << describe(c);
   EXPECT_EQ(c.allocated, threads * (kRcu + kImmediate + kNotDeferred)) << describe(c);
   EXPECT_EQ(c.deferred, threads * kRcu) << describe(c);
   EXPECT_EQ(c.freed_after_gp, threads * kRcu) << describe(c);
@@ -137,12 +135,12 @@ void slots_are_recycled(PagePoolConfig cfg) {
 }
 
 // In a child: a pool that miscounts slots aborts ("more than N threads").
-TEST_P(ThreadExitTest, SlotsAreRecycledBeyondMaxThreads) {
+TEST_F(ThreadExitTest, SlotsAreRecycledBeyondMaxThreads) {
   NOREFS_EXPECT_IN_CHILD(slots_are_recycled(config()));
 }
 
 // max_threads bounds the threads that use the pool.  The pool's own threads
-// (driver, expedite worker, liburcu's call_rcu worker) free pages on the
+// (driver, expedite worker) free pages on the
 // users' behalf and must not take a user's place: with max_threads = 2 and
 // two user threads alive, the deferred pages those two leave behind must
 // still be freed (nobody else calls into the pool, only counters() is read).
@@ -168,13 +166,9 @@ void own_threads_do_not_take_user_slots(PagePoolConfig cfg) {
   for (auto& t : users) t.join();
 }
 
-TEST_P(ThreadExitTest, PoolsOwnThreadsDoNotTakeUserSlots) {
+TEST_F(ThreadExitTest, PoolsOwnThreadsDoNotTakeUserSlots) {
   NOREFS_EXPECT_IN_CHILD(own_threads_do_not_take_user_slots(config()));
 }
-
-INSTANTIATE_TEST_SUITE_P(Engines, ThreadExitTest,
-                         ::testing::Values(GpEngine::driver, GpEngine::call_rcu),
-                         [](const auto& tp) { return std::string(engine_name(tp.param)); });
 
 // "Threads that may use the pool at once.  One more aborts with a message."
 TEST(ThreadExitDeathTest, OneThreadMoreThanMaxThreadsAborts) {
