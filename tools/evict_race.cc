@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cache/backing.h"
+#include "tools/report.h"
 
 namespace norefs::tools {
 
@@ -25,24 +26,10 @@ using cache::PageCache;
 
 namespace {
 
+using report::si;
 using splitmix64::mix;
 using splitmix64::splitmix;
 using splitmix64::unmix;
-
-// 1234 -> "1.23k": counts on the progress line.
-std::string si(double v) {
-  char b[32];
-  if (v >= 1e9) {
-    std::snprintf(b, sizeof b, "%.3gG", v / 1e9);
-  } else if (v >= 1e6) {
-    std::snprintf(b, sizeof b, "%.3gM", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(b, sizeof b, "%.3gk", v / 1e3);
-  } else {
-    std::snprintf(b, sizeof b, "%.0f", v);
-  }
-  return b;
-}
 
 // ── The content function ──
 constexpr std::uint64_t kMagic = 0xe71c;  // top 16 bits of every content key

@@ -31,7 +31,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <string>
 
@@ -39,6 +38,7 @@
 #include "tools/mount_race.h"
 #include "tools/partial_fault.h"
 #include "tools/progress.h"
+#include "tools/report.h"
 
 using norefs::tools::EvictMode;
 using norefs::tools::EvictRaceParams;
@@ -46,14 +46,7 @@ using norefs::tools::EvictRaceParams;
 namespace {
 
 bool write_json(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_evict_race: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
+  return norefs::tools::report::write_file("norefs_evict_race", path, text);
 }
 
 int run_and_report(const EvictRaceParams& p, const std::string& json_path) {

@@ -9,7 +9,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +16,7 @@
 
 #include "tools/fill_free.h"
 #include "tools/progress.h"
+#include "tools/report.h"
 
 using norefs::alloc::GpEngine;
 using norefs::alloc::kPageSize;
@@ -32,12 +32,6 @@ struct Variant {
   std::string tcache;  // private | none
   norefs::alloc::PagePoolConfig cfg;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double mib(double pages) { return pages * static_cast<double>(kPageSize) / (1024.0 * 1024.0); }
 
@@ -139,10 +133,33 @@ int main(int argc, char** argv) {
     progress.keep("round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + " done");
   }
 
-  nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%-3s %-15s %-8s %-7s %10s %19s %7s %12s %12s %7s %10s\n", "N", "variant", "engine",
-              "tcache", "pages/s", "(min-max, rounds)", "vs imm", "mean wait", "peak wait", "GP/s",
-              "expedite/s");
+  using A = norefs::tools::report::Table::Align;
+  norefs::tools::report::Table table({{"N", A::left},
+                                      {"variant", A::left},
+                                      {"engine", A::left},
+                                      {"tcache", A::left},
+                                      {"pages/s", A::right},
+                                      {"(min-max, rounds)", A::left},
+                                      {"vs imm", A::right},
+                                      {"mean wait", A::right},
+                                      {"peak wait", A::right},
+                                      {"GP/s", A::right},
+                                      {"expedite/s", A::right}});
+  norefs::tools::report::Records rows(
+      {"threads", "variant", "engine", "tcache", "pages_per_sec", "pages_per_sec_min",
+       "pages_per_sec_max", "ratio_to_immediate", "mean_waiting_pages", "peak_waiting_pages",
+       "grace_periods_per_sec", "expedites_per_sec", "rounds"});
+  auto fmt = [](const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
+  // The rows the targets compare: N = the largest, the first engine and tcache mode given.
+  unsigned n_target = *std::max_element(threads.begin(), threads.end());
+  struct Picked {
+    double pages_per_sec = 0, mean_waiting = 0;
+    bool found = false;
+  } t_imm, t_def, t_noexp;
   std::map<std::pair<std::string, unsigned>, double> imm_rate;  // (tcache, N) -> pages/s
   for (unsigned n : threads) {
     for (size_t v = 0; v < variants.size(); v++) {
@@ -160,83 +177,63 @@ int main(int argc, char** argv) {
         secs += x.seconds;
       }
       const Variant& var = variants[v];
-      double prate = median(rate), mwait = median(wait);
-      double rmin = *std::min_element(rate.begin(), rate.end());
-      double rmax = *std::max_element(rate.begin(), rate.end());
-      if (var.name == "immediate") imm_rate[{var.tcache, n}] = prate;
-      double vs = prate / imm_rate[{var.tcache, n}];
-      std::printf(
-          "%-3u %-15s %-8s %-7s %10.0f %9.0f-%-9.0f %6.2fx %8.2f MiB %8.2f MiB %7.0f %10.0f\n", n,
-          var.name.c_str(), var.engine.c_str(), var.tcache.c_str(), prate, rmin, rmax, vs,
-          mib(mwait), mib(static_cast<double>(peak)), static_cast<double>(gps) / secs,
-          static_cast<double>(exps) / secs);
-      if (fails) std::printf("    (%lu allocation failures)\n", static_cast<unsigned long>(fails));
-      rows.push_back({{"threads", n},
-                      {"variant", var.name},
-                      {"engine", var.engine},
-                      {"tcache", var.tcache},
-                      {"pages_per_sec", prate},
-                      {"pages_per_sec_min", rmin},
-                      {"pages_per_sec_max", rmax},
-                      {"ratio_to_immediate", vs},
-                      {"mean_waiting_pages", mwait},
-                      {"peak_waiting_pages", peak},
-                      {"grace_periods_per_sec", static_cast<double>(gps) / secs},
-                      {"expedites_per_sec", static_cast<double>(exps) / secs},
-                      {"rounds", rs.size()}});
+      const norefs::tools::report::Spread pr = norefs::tools::report::spread(rate);
+      double mwait = norefs::tools::report::median(wait);
+      if (var.name == "immediate") imm_rate[{var.tcache, n}] = pr.median;
+      double vs = pr.median / imm_rate[{var.tcache, n}];
+      table.add_row({std::to_string(n), var.name, var.engine, var.tcache, fmt("%.0f", pr.median),
+                     fmt("%.0f", pr.min) + "-" + fmt("%.0f", pr.max), fmt("%.2fx", vs),
+                     fmt("%.2f MiB", mib(mwait)), fmt("%.2f MiB", mib(static_cast<double>(peak))),
+                     fmt("%.0f", static_cast<double>(gps) / secs),
+                     fmt("%.0f", static_cast<double>(exps) / secs)});
+      if (fails) table.add_note("    (" + std::to_string(fails) + " allocation failures)");
+      rows.add({n, var.name, var.engine, var.tcache, pr.median, pr.min, pr.max, vs, mwait, peak,
+                static_cast<double>(gps) / secs, static_cast<double>(exps) / secs, rs.size()});
+      if (n == n_target && var.tcache == tcaches[0] &&
+          (var.name == "immediate" || var.engine == engines[0])) {
+        Picked& t = var.name == "immediate" ? t_imm : var.name == "deferred" ? t_def : t_noexp;
+        t = {pr.median, mwait, true};
+      }
     }
   }
+  std::printf("\n%s", table.str().c_str());
 
-  // The targets, for the first engine and tcache mode given.
-  unsigned n_target = *std::max_element(threads.begin(), threads.end());
-  auto find = [&](const std::string& name) -> const nlohmann::json* {
-    for (const auto& row : rows) {
-      if (row["threads"] == n_target && row["variant"] == name && row["tcache"] == tcaches[0] &&
-          (name == "immediate" || row["engine"] == engines[0]))
-        return &row;
+  // The targets.
+  norefs::tools::report::Targets targets;
+  char detail[256];
+  {
+    auto& t = targets.add("rate", "deferred pages/s >= 0.90x immediate's", 0.9);
+    if (t_imm.found && t_def.found) {
+      double v = t_def.pages_per_sec / t_imm.pages_per_sec;
+      std::snprintf(detail, sizeof detail, "deferred %.0f pages/s / immediate %.0f pages/s = %.3f",
+                    t_def.pages_per_sec, t_imm.pages_per_sec, v);
+      t.measure(v, v >= t.threshold, detail);
     }
-    return nullptr;
-  };
-  const auto *imm = find("immediate"), *def = find("deferred"), *noexp = find("deferred-noexp");
-  if (imm && def && noexp) {
-    double rate_ratio =
-        (*def)["pages_per_sec"].get<double>() / (*imm)["pages_per_sec"].get<double>();
-    double d_wait = (*def)["mean_waiting_pages"].get<double>();
-    double wait_ratio = (*noexp)["mean_waiting_pages"].get<double>() / std::max(d_wait, 1e-9);
-    std::printf("\ntargets at N=%u (%s engine, %s tcache):\n", n_target, engines[0].c_str(),
-                tcaches[0].c_str());
-    std::printf("  deferred pages/s / immediate pages/s = %.3f (target >= 0.90: %s)\n", rate_ratio,
-                rate_ratio >= 0.9 ? "met" : "NOT met");
-    std::printf("  mean waiting without expedite / with = %.1fx (target >= 20x: %s)\n", wait_ratio,
-                wait_ratio >= 20 ? "met" : "NOT met");
   }
+  {
+    auto& t = targets.add("wait", "mean pages waiting without expedite >= 20x with expedite", 20);
+    if (t_def.found && t_noexp.found) {
+      double v = t_noexp.mean_waiting / std::max(t_def.mean_waiting, 1e-9);
+      std::snprintf(detail, sizeof detail,
+                    "mean waiting without expedite %.2f MiB / with %.2f MiB = %.1fx",
+                    mib(t_noexp.mean_waiting), mib(t_def.mean_waiting), v);
+      t.measure(v, v >= t.threshold, detail);
+    }
+  }
+  std::vector<norefs::tools::report::Target> tlist = targets.take();
+  std::printf("\n%s", norefs::tools::report::format_targets(
+                          "targets at N=" + std::to_string(n_target) + " (" + engines[0] +
+                              " engine, " + tcaches[0] + " tcache):",
+                          tlist, "the immediate, deferred or deferred-noexp row is missing")
+                          .c_str());
 
-  if (!csv_path.empty()) {
-    std::ofstream f(csv_path);
-    f << "threads,variant,engine,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
-         "ratio_to_immediate,mean_waiting_pages,peak_waiting_pages,grace_periods_per_sec,"
-         "expedites_per_sec,rounds\n";
-    for (const auto& row : rows) {
-      f << row["threads"] << ',' << row["variant"].get<std::string>() << ','
-        << row["engine"].get<std::string>() << ',' << row["tcache"].get<std::string>() << ','
-        << row["pages_per_sec"] << ',' << row["pages_per_sec_min"] << ','
-        << row["pages_per_sec_max"] << ',' << row["ratio_to_immediate"] << ','
-        << row["mean_waiting_pages"] << ',' << row["peak_waiting_pages"] << ','
-        << row["grace_periods_per_sec"] << ',' << row["expedites_per_sec"] << ',' << row["rounds"]
-        << '\n';
-    }
-    if (!f) {
-      std::fprintf(stderr, "fill_free_bench: cannot write %s\n", csv_path.c_str());
-      return 1;
-    }
-  }
+  bool ok = true;
+  if (!csv_path.empty())
+    ok = norefs::tools::report::write_file("fill_free_bench", csv_path, rows.csv()) && ok;
   if (!json_path.empty()) {
-    std::ofstream f(json_path);
-    f << rows.dump(2) << '\n';
-    if (!f) {
-      std::fprintf(stderr, "fill_free_bench: cannot write %s\n", json_path.c_str());
-      return 1;
-    }
+    nlohmann::json j = {{"rows", rows.json()},
+                        {"targets", norefs::tools::report::targets_json(tlist)}};
+    ok = norefs::tools::report::write_file("fill_free_bench", json_path, j.dump(2) + "\n") && ok;
   }
-  return 0;
+  return ok ? 0 : 1;
 }

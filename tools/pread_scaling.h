@@ -39,6 +39,7 @@
 
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
+#include "tools/report.h"
 
 namespace norefs::tools {
 
@@ -115,16 +116,8 @@ struct PreadRow {
   bool all_warm = true;
 };
 
-// One of the targets, evaluated from measured medians.
-struct PreadTarget {
-  std::string id;           // "a" ... "f"
-  std::string description;  // what is compared, and the threshold
-  bool measured = false;    // false: the rows it needs were not measured
-  bool met = false;
-  double value = 0;      // the measured ratio
-  double threshold = 0;  // the target's bound
-  std::string detail;    // the numbers, human-readable
-};
+// One of the targets, evaluated from measured medians (tools/report.h).
+using PreadTarget = report::Target;
 
 struct PreadScalingResult {
   PreadScalingParams params;

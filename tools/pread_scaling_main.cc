@@ -10,12 +10,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tools/pread_scaling.h"
 #include "tools/progress.h"
+#include "tools/report.h"
 
 using norefs::tools::PreadBacking;
 using norefs::tools::PreadScalingParams;
@@ -23,14 +23,7 @@ using norefs::tools::PreadScalingParams;
 namespace {
 
 bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_pread_scaling: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
+  return norefs::tools::report::write_file("norefs_pread_scaling", path, text);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "alloc/page_pool.h"
 #include "tools/punch_wait.h"
+#include "tools/report.h"
 
 namespace pw = norefs::tools::punch_wait;
 
@@ -28,17 +29,6 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 
 extern "C" void on_signal(int) { g_interrupted.store(true); }
-
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_punch_wait: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
-}
 
 // The daemon next to this tool in the build tree (build/tools -> build/fs).
 std::string default_daemon() {
@@ -186,8 +176,12 @@ int main(int argc, char** argv) {
   if (!csv_path.empty()) {
     std::ostringstream os;
     pw::write_csv(os, cells);
-    ok = write_file(csv_path, os.str()) && ok;
+    ok = norefs::tools::report::write_file("norefs_punch_wait", csv_path, os.str()) && ok;
   }
-  if (!json_path.empty()) ok = write_file(json_path, pw::to_json(p, cells).dump(2) + "\n") && ok;
+  if (!json_path.empty()) {
+    ok = norefs::tools::report::write_file("norefs_punch_wait", json_path,
+                                           pw::to_json(p, cells).dump(2) + "\n") &&
+         ok;
+  }
   return ok ? 0 : 1;
 }
