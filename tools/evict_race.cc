@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cache/backing.h"
+#include "tools/backings.h"
 #include "tools/report.h"
 
 namespace norefs::tools {
@@ -49,26 +50,6 @@ void fill_content(unsigned file, std::uint64_t off, std::byte* dst, std::size_t 
     n -= take;
   }
 }
-
-// A file's bytes, generated on demand: nothing to set up, nothing to drift.
-class ContentBacking final : public cache::Backing {
- public:
-  ContentBacking(unsigned file, std::uint64_t size) : file_(file), size_(size) {}
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    std::size_t done = 0;
-    for (int i = 0; i < iovcnt && offset < size_; i++) {
-      std::size_t n = std::min<std::uint64_t>(iov[i].iov_len, size_ - offset);
-      fill_content(file_, offset, static_cast<std::byte*>(iov[i].iov_base), n);
-      offset += n;
-      done += n;
-    }
-    return static_cast<ssize_t>(done);
-  }
-
- private:
-  unsigned file_;
-  std::uint64_t size_;
-};
 
 // File i is file_pages pages long, less a few bytes for i > 0: partial last
 // pages and reads that end at EOF are checked too.
@@ -131,7 +112,11 @@ void evict_race_fill(unsigned file, std::uint64_t off, std::byte* dst, std::size
 }
 
 std::unique_ptr<cache::Backing> evict_race_backing(unsigned file, std::uint64_t size) {
-  return std::make_unique<ContentBacking>(file, size);
+  // A file's bytes, generated on demand: nothing to set up, nothing to drift.
+  return std::make_unique<GeneratedBacking>(
+      size, [file](std::uint64_t off, std::byte* dst, std::size_t n) {
+        fill_content(file, off, dst, n);
+      });
 }
 
 bool evict_race_decode(std::uint64_t word, unsigned* file, std::uint64_t* w) {
@@ -197,7 +182,7 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p,
   std::vector<std::uint64_t> sizes;
   for (unsigned i = 0; i < p.files; i++) {
     sizes.push_back(file_size(p, i));
-    files.push_back(cache.open_file(std::make_unique<ContentBacking>(i, sizes[i]), sizes[i]));
+    files.push_back(cache.open_file(evict_race_backing(i, sizes[i]), sizes[i]));
   }
 
   std::atomic<bool> go{false}, stop{false};

@@ -25,6 +25,7 @@
 
 #include "cache/backing.h"
 #include "cache/copy.h"
+#include "tools/backings.h"
 #include "tools/report.h"
 
 namespace norefs::tools {
@@ -87,26 +88,14 @@ std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131
   return static_cast<ssize_t>(done);
 }
 
-// The in-memory backing: an immutable buffer.
-class MemoryBacking final : public cache::Backing {
- public:
-  explicit MemoryBacking(std::size_t size) : bytes_(size) {
-    for (std::size_t i = 0; i < size; i++) bytes_[i] = content_byte(i);
-  }
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    std::size_t done = 0;
-    for (int i = 0; i < iovcnt && offset < bytes_.size(); i++) {
-      std::size_t n = std::min<std::size_t>(iov[i].iov_len, bytes_.size() - offset);
-      std::memcpy(iov[i].iov_base, bytes_.data() + offset, n);
-      offset += n;
-      done += n;
-    }
-    return static_cast<ssize_t>(done);
-  }
-
- private:
-  std::vector<std::byte> bytes_;
-};
+// The in-memory backing: the bytes generated from their offset.
+std::unique_ptr<cache::Backing> memory_backing(std::size_t size) {
+  return std::make_unique<GeneratedBacking>(size,
+                                            [](std::uint64_t off, std::byte* dst, std::size_t n) {
+                                              for (std::size_t k = 0; k < n; k++)
+                                                dst[k] = content_byte(off + k);
+                                            });
+}
 
 // A temp file of `size` bytes, already unlinked (pread1's mkstemp + unlink).
 std::unique_ptr<cache::Backing> temp_file_backing(const std::string& dir, std::size_t size) {
@@ -226,7 +215,7 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
   for (unsigned i = 0; i < nfiles; i++) {
     std::unique_ptr<cache::Backing> b = p.backing == PreadBacking::file
                                             ? temp_file_backing(p.tmp_dir, file_size)
-                                            : std::make_unique<MemoryBacking>(file_size);
+                                            : memory_backing(file_size);
     files.push_back(cache.open_file(std::move(b), file_size));
   }
   std::vector<std::unique_ptr<PaddedHandle>> handles;

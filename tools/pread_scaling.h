@@ -48,7 +48,8 @@ std::string_view pread_variant_name(PreadVariant v);  // "shared", "private"
 std::optional<PreadVariant> parse_pread_variant(std::string_view s);
 
 // Where the file's bytes come from before they are cached.
-enum class PreadBacking { file, memory };  // a temp file (FdBacking) / a buffer
+// A temp file (FdBacking) / bytes generated in memory (GeneratedBacking).
+enum class PreadBacking { file, memory };
 std::string_view pread_backing_name(PreadBacking b);
 
 // What one row measures: the floor, or one of the cache's read paths.
