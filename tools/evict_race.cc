@@ -200,6 +200,7 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p,
   for (unsigned t = 0; t < p.readers; t++) {
     threads.emplace_back([&, t] {
       std::vector<std::unique_ptr<cache::FileHandle>> handles;
+      handles.reserve(files.size());
       for (auto& f : files) handles.push_back(std::make_unique<cache::FileHandle>(f));
       std::vector<std::byte> buf(p.max_read), expect(p.max_read);
       ReaderStats& st = rstats[t];
@@ -433,7 +434,7 @@ EvictRaceVerdict evict_race_verdict(const EvictRaceParams& p, const EvictRaceRes
 EvictRaceVerdict evict_race_crash_verdict(const EvictRaceParams& p, int sig) {
   EvictRaceVerdict v;
   v.control = !p.defer && p.read_path == cache::ReadPath::noref;
-  const char* name = strsignal(sig);
+  const char* name = sigdescr_np(sig);  // MT-Safe, unlike strsignal
   std::string what =
       "the run died of signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
   if (v.control) {

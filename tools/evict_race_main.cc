@@ -35,6 +35,7 @@
 #include <string>
 
 #include "tools/evict_race.h"
+#include "tools/guarded_main.h"
 #include "tools/mount_race.h"
 #include "tools/partial_fault.h"
 #include "tools/progress.h"
@@ -204,7 +205,7 @@ int run_mount_modes(const MountCli& m, const EvictRaceParams& ip, const CLI::App
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_evict_race: check every byte readers read while their pages are evicted and the "
       "memory reused"};
@@ -333,4 +334,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return v.exit_code;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_evict_race", [&] { return run(argc, argv); });
 }

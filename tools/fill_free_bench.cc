@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "tools/fill_free.h"
+#include "tools/guarded_main.h"
 #include "tools/progress.h"
 #include "tools/report.h"
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "fill_free_bench: pages/s and pages waiting for a grace period, deferred vs immediate"};
   norefs::tools::FillFreeBenchParams p;
@@ -75,4 +76,8 @@ int main(int argc, char** argv) {
     ok = report::write_file("fill_free_bench", json_path, norefs::tools::fill_free_json(r)) && ok;
   }
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("fill_free_bench", [&] { return run(argc, argv); });
 }

@@ -411,6 +411,7 @@ class Daemon {
     cmd_.clear();
     for (const auto& a : argv) cmd_ += a + " ";
     std::vector<char*> av;
+    av.reserve(argv.size() + 1);
     for (auto& a : argv) av.push_back(a.data());
     av.push_back(nullptr);
     posix_spawn_file_actions_t fa;
@@ -461,6 +462,7 @@ class Daemon {
       pid_t u = -1;
       std::vector<std::string> argv{"fusermount3", "-u", mnt_};
       std::vector<char*> av;
+      av.reserve(argv.size() + 1);
       for (auto& a : argv) av.push_back(a.data());
       av.push_back(nullptr);
       if (posix_spawnp(&u, "fusermount3", nullptr, nullptr, av.data(), environ) == 0) {
@@ -651,9 +653,9 @@ std::string describe(const Params& p) {
      << "threads (N): " << list(p.threads, [](unsigned n) { return std::to_string(n); }) << "\n"
      << "gp_interval_us: " << list(p.gp_intervals_us, [](unsigned n) { return std::to_string(n); })
      << "\n"
-     << "file: " << p.file_bytes / kMiB << " MiB per loader, written in " << p.write_bytes
-     << "-byte pieces at offset +" << p.write_offset << "\n"
-     << "bound B (mode bound): " << p.bound_bytes / kMiB << " MiB\n"
+     << "file: " << static_cast<double>(p.file_bytes) / kMiB << " MiB per loader, written in "
+     << p.write_bytes << "-byte pieces at offset +" << p.write_offset << "\n"
+     << "bound B (mode bound): " << static_cast<double>(p.bound_bytes) / kMiB << " MiB\n"
      << "expedite_pages: " << p.expedite_pages << "\n"
      << "dirty_decay_ms: " << (p.dirty_decay_ms >= -2 ? p.dirty_decay_ms : def.dirty_decay_ms)
      << (p.dirty_decay_ms >= -2 ? "" : " (default)") << "\n"
@@ -661,7 +663,8 @@ std::string describe(const Params& p) {
      << "load: " << p.seconds << " s per cell, then " << p.settle_seconds
      << " s of sampling after it; rounds: " << p.rounds << "\n"
      << "sample interval: " << p.sample_us << " us\n"
-     << "RSS overhead allowed: idle RSS + " << p.rss_slack_bytes / kMiB << " MiB\n"
+     << "RSS overhead allowed: idle RSS + " << static_cast<double>(p.rss_slack_bytes) / kMiB
+     << " MiB\n"
      << "cores: " << std::thread::hardware_concurrency() << "\n";
   return os.str();
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "alloc/page_pool.h"
+#include "tools/guarded_main.h"
 #include "tools/punch_wait.h"
 #include "tools/report.h"
 
@@ -43,7 +44,7 @@ std::string default_daemon() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_punch_wait: N loaders fill and free their own 64 MiB file in a loop; memory "
       "waiting for a grace period, throughput and RSS per mode, in-process or through a mount"};
@@ -184,4 +185,8 @@ int main(int argc, char** argv) {
          ok;
   }
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_punch_wait", [&] { return run(argc, argv); });
 }
