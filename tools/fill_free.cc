@@ -98,19 +98,16 @@ std::vector<FillFreeVariant> fill_free_variants(const FillFreeBenchParams& p) {
     base.tcache = tc == "none" ? alloc::TcacheMode::none : alloc::TcacheMode::private_;
     base.expedite_pages = p.expedite_pages;
     base.gp_interval_us = p.gp_interval_us;
-    FillFreeVariant imm{"immediate", "-", tc, base};
+    FillFreeVariant imm{"immediate", tc, base};
     imm.cfg.defer = false;
     imm.cfg.expedite = false;
     variants.push_back(imm);
-    for (const auto& en : p.engines) {
-      FillFreeVariant d{"deferred", en, tc, base};
-      d.cfg.gp_engine = en == "call_rcu" ? alloc::GpEngine::call_rcu : alloc::GpEngine::driver;
-      variants.push_back(d);
-      FillFreeVariant ne = d;
-      ne.name = "deferred-noexp";
-      ne.cfg.expedite = false;
-      variants.push_back(ne);
-    }
+    FillFreeVariant d{"deferred", tc, base};
+    variants.push_back(d);
+    FillFreeVariant ne = d;
+    ne.name = "deferred-noexp";
+    ne.cfg.expedite = false;
+    variants.push_back(ne);
   }
   return variants;
 }
@@ -145,11 +142,10 @@ FillFreeBenchResult run_fill_free_bench(const FillFreeBenchParams& p,
       if (progress) {
         char line[200];
         std::snprintf(line, sizeof line,
-                      "round %u/%u  %zu/%zu  %s %s %s %u thread%s: %.0f pages/s, mean wait %.2f "
-                      "MiB",
+                      "round %u/%u  %zu/%zu  %s %s %u thread%s: %.0f pages/s, mean wait %.2f MiB",
                       r + 1, p.rounds, i + 1, res.rows.size(), row.variant.name.c_str(),
-                      row.variant.engine.c_str(), row.variant.tcache.c_str(), row.threads,
-                      row.threads == 1 ? "" : "s", x.pages_per_sec, mib(x.mean_waiting));
+                      row.variant.tcache.c_str(), row.threads, row.threads == 1 ? "" : "s",
+                      x.pages_per_sec, mib(x.mean_waiting));
         progress(line, false);
       }
     }
@@ -202,9 +198,8 @@ std::vector<report::Target> evaluate_fill_free_targets(const FillFreeBenchParams
   const unsigned n = p.threads.empty() ? 0 : *std::max_element(p.threads.begin(), p.threads.end());
   auto find = [&](const std::string& name) -> const FillFreeRow* {
     for (const auto& row : rows) {
-      if (!p.engines.empty() && !p.tcaches.empty() && row.threads == n &&
-          row.variant.name == name && row.variant.tcache == p.tcaches[0] &&
-          (name == "immediate" || row.variant.engine == p.engines[0]) && !row.rounds.empty()) {
+      if (!p.tcaches.empty() && row.threads == n && row.variant.name == name &&
+          row.variant.tcache == p.tcaches[0] && !row.rounds.empty()) {
         return &row;
       }
     }
@@ -254,7 +249,6 @@ std::string format_fill_free_table(const FillFreeBenchResult& r) {
   using A = report::Table::Align;
   report::Table table({{"N", A::left},
                        {"variant", A::left},
-                       {"engine", A::left},
                        {"tcache", A::left},
                        {"pages/s", A::right},
                        {"(min-max, rounds)", A::left},
@@ -264,8 +258,8 @@ std::string format_fill_free_table(const FillFreeBenchResult& r) {
                        {"GP/s", A::right},
                        {"expedite/s", A::right}});
   for (const auto& row : r.rows) {
-    table.add_row({std::to_string(row.threads), row.variant.name, row.variant.engine,
-                   row.variant.tcache, fmt("%.0f", row.pages_per_sec),
+    table.add_row({std::to_string(row.threads), row.variant.name, row.variant.tcache,
+                   fmt("%.0f", row.pages_per_sec),
                    fmt("%.0f", row.pages_per_sec_min) + "-" + fmt("%.0f", row.pages_per_sec_max),
                    fmt("%.2fx", row.ratio_to_immediate), fmt("%.2f MiB", mib(row.mean_waiting)),
                    fmt("%.2f MiB", mib(static_cast<double>(row.peak_waiting))),
@@ -283,23 +277,22 @@ std::string format_fill_free_targets(const FillFreeBenchResult& r) {
                       ? "-"
                       : std::to_string(*std::max_element(p.threads.begin(), p.threads.end()));
   return report::format_targets(
-      "targets at N=" + n + " (" + (p.engines.empty() ? "-" : p.engines[0]) + " engine, " +
-          (p.tcaches.empty() ? "-" : p.tcaches[0]) + " tcache):",
+      "targets at N=" + n + " (" + (p.tcaches.empty() ? "-" : p.tcaches[0]) + " tcache):",
       r.targets, "the immediate, deferred or deferred-noexp row is missing");
 }
 
 namespace {
 
 report::Records fill_free_records(const FillFreeBenchResult& r) {
-  report::Records rec({"threads", "variant", "engine", "tcache", "pages_per_sec",
-                       "pages_per_sec_min", "pages_per_sec_max", "ratio_to_immediate",
-                       "mean_waiting_pages", "peak_waiting_pages", "grace_periods_per_sec",
-                       "expedites_per_sec", "rounds"});
+  report::Records rec({"threads", "variant", "tcache", "pages_per_sec", "pages_per_sec_min",
+                       "pages_per_sec_max", "ratio_to_immediate", "mean_waiting_pages",
+                       "peak_waiting_pages", "grace_periods_per_sec", "expedites_per_sec",
+                       "rounds"});
   for (const auto& row : r.rows) {
-    rec.add({row.threads, row.variant.name, row.variant.engine, row.variant.tcache,
-             row.pages_per_sec, row.pages_per_sec_min, row.pages_per_sec_max,
-             row.ratio_to_immediate, row.mean_waiting, row.peak_waiting, row.grace_periods_per_sec,
-             row.expedites_per_sec, row.rounds.size()});
+    rec.add({row.threads, row.variant.name, row.variant.tcache, row.pages_per_sec,
+             row.pages_per_sec_min, row.pages_per_sec_max, row.ratio_to_immediate, row.mean_waiting,
+             row.peak_waiting, row.grace_periods_per_sec, row.expedites_per_sec,
+             row.rounds.size()});
   }
   return rec;
 }

@@ -45,8 +45,8 @@ FillFreeResult run_fill_free(const FillFreeParams& p, const std::string& stats_p
 
 // ── fill_free_bench: the variants against each other (tools/fill_free_bench.cc) ──
 //
-// For each tcache mode: immediate free (defer off), and for each grace-period
-// engine deferred free with and without expedite.  Every (variant, threads)
+// For each tcache mode: immediate free (defer off), and deferred free with
+// and without expedite.  Every (variant, threads)
 // runs once per round, all interleaved in each round so that machine drift
 // hits all alike; rows report medians over rounds (peak: max over rounds).
 
@@ -55,7 +55,6 @@ struct FillFreeBenchParams {
   double seconds = 1.0;  // per measurement
   unsigned rounds = 3;
   std::size_t fill_pages = 1024, expedite_pages = 1024;
-  std::vector<std::string> engines{"driver"};   // driver, call_rcu
   std::vector<std::string> tcaches{"private"};  // private, none
   unsigned sample_us = 2000;
   unsigned gp_interval_us = alloc::PagePoolConfig{}.gp_interval_us;
@@ -64,7 +63,6 @@ struct FillFreeBenchParams {
 
 struct FillFreeVariant {
   std::string name;    // "immediate", "deferred", "deferred-noexp"
-  std::string engine;  // driver | call_rcu | - (immediate)
   std::string tcache;  // private | none
   alloc::PagePoolConfig cfg;
 };
@@ -97,9 +95,8 @@ FillFreeBenchResult run_fill_free_bench(const FillFreeBenchParams& p,
                                         const FillFreeProgress& progress = {});
 
 // Medians and ratios of rows whose `rounds` are filled in; then the
-// targets: at the largest thread count, for the first engine and tcache
-// mode, deferred pages/s >= 0.90x immediate's, and mean waiting without
-// expedite >= 20x with it.
+// targets: at the largest thread count, for the first tcache mode, deferred pages/s >= 0.90x
+// immediate's, and mean waiting without expedite >= 20x with it.
 void aggregate_fill_free_rows(std::vector<FillFreeRow>& rows);
 std::vector<report::Target> evaluate_fill_free_targets(const FillFreeBenchParams& p,
                                                        const std::vector<FillFreeRow>& rows);

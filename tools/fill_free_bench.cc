@@ -32,14 +32,10 @@ static int run(int argc, char** argv) {
       ->check(CLI::Range(1ul, 1ul << 22));
   app.add_option("--expedite-pages", p.expedite_pages, "expedite threshold")
       ->check(CLI::Range(1ul, 1ul << 30));
-  app.add_option("--engines", p.engines, "grace-period engines: driver,call_rcu")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"driver", "call_rcu"}));
   app.add_option("--tcache", p.tcaches, "arena tcache modes: private,none")
       ->delimiter(',')
       ->check(CLI::IsMember({"private", "none"}));
-  app.add_option("--gp-interval-us", p.gp_interval_us,
-                 "driver engine: min us between grace periods")
+  app.add_option("--gp-interval-us", p.gp_interval_us, "min us between grace periods")
       ->check(CLI::Range(0u, 1000000u));
   app.add_option("--sample-us", p.sample_us, "sampling interval (us)")
       ->check(CLI::Range(100u, 1000000u));

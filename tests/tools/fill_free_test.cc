@@ -15,37 +15,31 @@
 namespace norefs::tools {
 namespace {
 
-TEST(FillFree, VariantsPerTcacheAndEngine) {
+TEST(FillFree, VariantsPerTcache) {
   FillFreeBenchParams p;
-  p.engines = {"driver", "call_rcu"};
   p.tcaches = {"private", "none"};
   p.expedite_pages = 77;
   std::vector<FillFreeVariant> v = fill_free_variants(p);
-  ASSERT_EQ(v.size(), 2u * (1 + 2 * 2));
-  const char* names[] = {"immediate", "deferred", "deferred-noexp", "deferred", "deferred-noexp"};
-  const char* engines[] = {"-", "driver", "driver", "call_rcu", "call_rcu"};
+  ASSERT_EQ(v.size(), 2u * 3);
+  const char* names[] = {"immediate", "deferred", "deferred-noexp"};
   for (std::size_t i = 0; i < v.size(); i++) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(v[i].name, names[i % 5]);
-    EXPECT_EQ(v[i].engine, engines[i % 5]);
-    EXPECT_EQ(v[i].tcache, i < 5 ? "private" : "none");
-    EXPECT_EQ(v[i].cfg.tcache, i < 5 ? alloc::TcacheMode::private_ : alloc::TcacheMode::none);
+    EXPECT_EQ(v[i].name, names[i % 3]);
+    EXPECT_EQ(v[i].tcache, i < 3 ? "private" : "none");
+    EXPECT_EQ(v[i].cfg.tcache, i < 3 ? alloc::TcacheMode::private_ : alloc::TcacheMode::none);
     EXPECT_EQ(v[i].cfg.expedite_pages, 77u);
-    EXPECT_EQ(v[i].cfg.defer, i % 5 != 0);
-    EXPECT_EQ(v[i].cfg.expedite, i % 5 == 1 || i % 5 == 3);
+    EXPECT_EQ(v[i].cfg.defer, i % 3 != 0);
+    EXPECT_EQ(v[i].cfg.expedite, i % 3 == 1);
   }
-  EXPECT_EQ(v[3].cfg.gp_engine, alloc::GpEngine::call_rcu);
-  EXPECT_EQ(v[1].cfg.gp_engine, alloc::GpEngine::driver);
 }
 
-// A row of `threads` x the variant named `name` (tcache private, engine
-// driver) with one round per rate; mean waiting `wait` pages in every round.
+// A row of `threads` x the variant named `name` (tcache private) with one round per rate; mean
+// waiting `wait` pages in every round.
 FillFreeRow fake(unsigned threads, const std::string& name, std::vector<double> rates, double wait,
                  std::uint64_t peak = 0) {
   FillFreeRow row;
   row.threads = threads;
   row.variant.name = name;
-  row.variant.engine = name == "immediate" ? "-" : "driver";
   row.variant.tcache = "private";
   for (double rate : rates) {
     FillFreeResult x;
@@ -112,8 +106,7 @@ TEST(FillFree, RowsAndTargetsFromMadeUpRounds) {
   r.params = p;
   r.rows = rows;
   r.targets = ts;
-  EXPECT_NE(format_fill_free_targets(r).find("targets at N=4 (driver engine, private tcache):"),
-            std::string::npos)
+  EXPECT_NE(format_fill_free_targets(r).find("targets at N=4 (private tcache):"), std::string::npos)
       << format_fill_free_targets(r);
   EXPECT_NE(format_fill_free_targets(r).find("not measured"), std::string::npos);
   EXPECT_NE(format_fill_free_table(r).find("deferred"), std::string::npos);
@@ -123,7 +116,7 @@ TEST(FillFree, RowsAndTargetsFromMadeUpRounds) {
   std::string line;
   std::getline(csv, line);
   EXPECT_EQ(line,
-            "threads,variant,engine,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
+            "threads,variant,tcache,pages_per_sec,pages_per_sec_min,pages_per_sec_max,"
             "ratio_to_immediate,mean_waiting_pages,peak_waiting_pages,grace_periods_per_sec,"
             "expedites_per_sec,rounds");
   std::size_t n = 0;
@@ -150,7 +143,7 @@ TEST(FillFreeStress, TinyRunHasEveryRow) {
       p, [&](const std::string& line, bool done) { progress.emplace_back(line, done); });
   ASSERT_EQ(r.rows.size(), 3u);
   ASSERT_EQ(progress.size(), 4u);
-  EXPECT_EQ(progress[0].first.rfind("round 1/1  1/3  immediate - private 1 thread: ", 0), 0u)
+  EXPECT_EQ(progress[0].first.rfind("round 1/1  1/3  immediate private 1 thread: ", 0), 0u)
       << progress[0].first;
   EXPECT_TRUE(progress.back().second);
   for (const auto& row : r.rows) {
