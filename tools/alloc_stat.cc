@@ -12,13 +12,14 @@
 
 #include "alloc/page.h"
 #include "alloc/stats_block.h"
+#include "tools/guarded_main.h"
 #include "tools/progress.h"
 #include "tools/sample_waiting.h"
 #include "tools/stats_json.h"
 
 using norefs::alloc::kPageSize;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"norefs_alloc_stat: read a norefs page pool's counters"};
   std::string path;
   bool json = false;
@@ -79,4 +80,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_alloc_stat", [&] { return run(argc, argv); });
 }

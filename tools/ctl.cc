@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 #include <vector>
 
 #include "alloc/page.h"
@@ -40,7 +41,7 @@ std::uint64_t now_ns() {
       why = "not a norefs mount";
       break;
     default:
-      why = std::strerror(err);
+      why = std::generic_category().message(err);
   }
   throw CtlError(fd.path() + ": " + what + ": " + why, err);
 }
@@ -49,7 +50,8 @@ std::uint64_t now_ns() {
 // ENOTTY for anything else, which would read as "not a norefs mount".
 void require_regular(const Fd& fd) {
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw CtlError(fd.path() + ": " + std::strerror(errno), errno);
+  if (::fstat(fd.get(), &st) != 0)
+    throw CtlError(fd.path() + ": " + std::generic_category().message(errno), errno);
   if (!S_ISREG(st.st_mode)) throw CtlError(fd.path() + ": not a regular file", EINVAL);
 }
 
@@ -61,7 +63,7 @@ void do_ioctl(const Fd& fd, unsigned long cmd, const char* what, T* arg) {
 }  // namespace
 
 Fd::Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)), path_(path) {
-  if (fd_ < 0) throw CtlError(path + ": " + std::strerror(errno), errno);
+  if (fd_ < 0) throw CtlError(path + ": " + std::generic_category().message(errno), errno);
 }
 
 Fd::~Fd() { ::close(fd_); }
@@ -114,7 +116,7 @@ RangeRead read_range(const Fd& fd, std::uint64_t offset, std::uint64_t length,
     ssize_t n = ::pread(fd.get(), buf.data(), want, static_cast<off_t>(offset + r.bytes));
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw CtlError(fd.path() + ": pread: " + std::strerror(errno), errno);
+      throw CtlError(fd.path() + ": pread: " + std::generic_category().message(errno), errno);
     }
     if (n == 0) break;  // EOF came early: the file shrank
     r.bytes += static_cast<std::uint64_t>(n);
@@ -131,7 +133,8 @@ PrefetchMeasure measure_prefetch(const Fd& fd, std::uint64_t offset, std::uint64
                                  const cache::CacheStatsReader& cache) {
   require_regular(fd);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw CtlError(fd.path() + ": " + std::strerror(errno), errno);
+  if (::fstat(fd.get(), &st) != 0)
+    throw CtlError(fd.path() + ": " + std::generic_category().message(errno), errno);
   auto size = static_cast<std::uint64_t>(st.st_size);
   PrefetchMeasure m;
   m.offset = offset;

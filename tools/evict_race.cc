@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "cache/backing.h"
+#include "tools/backings.h"
+#include "tools/report.h"
 
 namespace norefs::tools {
 
@@ -25,24 +27,10 @@ using cache::PageCache;
 
 namespace {
 
+using report::si;
 using splitmix64::mix;
 using splitmix64::splitmix;
 using splitmix64::unmix;
-
-// 1234 -> "1.23k": counts on the progress line.
-std::string si(double v) {
-  char b[32];
-  if (v >= 1e9) {
-    std::snprintf(b, sizeof b, "%.3gG", v / 1e9);
-  } else if (v >= 1e6) {
-    std::snprintf(b, sizeof b, "%.3gM", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(b, sizeof b, "%.3gk", v / 1e3);
-  } else {
-    std::snprintf(b, sizeof b, "%.0f", v);
-  }
-  return b;
-}
 
 // ── The content function ──
 constexpr std::uint64_t kMagic = 0xe71c;  // top 16 bits of every content key
@@ -62,26 +50,6 @@ void fill_content(unsigned file, std::uint64_t off, std::byte* dst, std::size_t 
     n -= take;
   }
 }
-
-// A file's bytes, generated on demand: nothing to set up, nothing to drift.
-class ContentBacking final : public cache::Backing {
- public:
-  ContentBacking(unsigned file, std::uint64_t size) : file_(file), size_(size) {}
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    std::size_t done = 0;
-    for (int i = 0; i < iovcnt && offset < size_; i++) {
-      std::size_t n = std::min<std::uint64_t>(iov[i].iov_len, size_ - offset);
-      fill_content(file_, offset, static_cast<std::byte*>(iov[i].iov_base), n);
-      offset += n;
-      done += n;
-    }
-    return static_cast<ssize_t>(done);
-  }
-
- private:
-  unsigned file_;
-  std::uint64_t size_;
-};
 
 // File i is file_pages pages long, less a few bytes for i > 0: partial last
 // pages and reads that end at EOF are checked too.
@@ -144,7 +112,11 @@ void evict_race_fill(unsigned file, std::uint64_t off, std::byte* dst, std::size
 }
 
 std::unique_ptr<cache::Backing> evict_race_backing(unsigned file, std::uint64_t size) {
-  return std::make_unique<ContentBacking>(file, size);
+  // A file's bytes, generated on demand: nothing to set up, nothing to drift.
+  return std::make_unique<GeneratedBacking>(
+      size, [file](std::uint64_t off, std::byte* dst, std::size_t n) {
+        fill_content(file, off, dst, n);
+      });
 }
 
 bool evict_race_decode(std::uint64_t word, unsigned* file, std::uint64_t* w) {
@@ -210,7 +182,7 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p,
   std::vector<std::uint64_t> sizes;
   for (unsigned i = 0; i < p.files; i++) {
     sizes.push_back(file_size(p, i));
-    files.push_back(cache.open_file(std::make_unique<ContentBacking>(i, sizes[i]), sizes[i]));
+    files.push_back(cache.open_file(evict_race_backing(i, sizes[i]), sizes[i]));
   }
 
   std::atomic<bool> go{false}, stop{false};
@@ -228,6 +200,7 @@ EvictRaceResult run_evict_race(const EvictRaceParams& p,
   for (unsigned t = 0; t < p.readers; t++) {
     threads.emplace_back([&, t] {
       std::vector<std::unique_ptr<cache::FileHandle>> handles;
+      handles.reserve(files.size());
       for (auto& f : files) handles.push_back(std::make_unique<cache::FileHandle>(f));
       std::vector<std::byte> buf(p.max_read), expect(p.max_read);
       ReaderStats& st = rstats[t];
@@ -461,7 +434,7 @@ EvictRaceVerdict evict_race_verdict(const EvictRaceParams& p, const EvictRaceRes
 EvictRaceVerdict evict_race_crash_verdict(const EvictRaceParams& p, int sig) {
   EvictRaceVerdict v;
   v.control = !p.defer && p.read_path == cache::ReadPath::noref;
-  const char* name = strsignal(sig);
+  const char* name = sigdescr_np(sig);  // MT-Safe, unlike strsignal
   std::string what =
       "the run died of signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
   if (v.control) {

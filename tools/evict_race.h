@@ -74,9 +74,9 @@ struct EvictRaceParams {
   unsigned readers = 4;
   unsigned churners = 2;
   unsigned files = 8;
-  std::size_t file_pages = 16;      // pages per file (the last page partial but in file 0)
-  std::size_t max_read = 4 * 4096;  // longest read, bytes
-  std::size_t churn_pages = 64;     // pages per churn batch
+  std::size_t file_pages = 16;  // pages per file (the last page partial but in file 0)
+  std::size_t max_read = std::size_t{4} * 4096;  // longest read, bytes
+  std::size_t churn_pages = 64;                  // pages per churn batch
   // The evictor churns this many pages after each call: they come from its
   // tcache, where the pages it has just freed are first in line, so freed
   // memory is rewritten within microseconds.

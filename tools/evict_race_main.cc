@@ -31,14 +31,15 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <string>
 
 #include "tools/evict_race.h"
+#include "tools/guarded_main.h"
 #include "tools/mount_race.h"
 #include "tools/partial_fault.h"
 #include "tools/progress.h"
+#include "tools/report.h"
 
 using norefs::tools::EvictMode;
 using norefs::tools::EvictRaceParams;
@@ -46,14 +47,7 @@ using norefs::tools::EvictRaceParams;
 namespace {
 
 bool write_json(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_evict_race: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
+  return norefs::tools::report::write_file("norefs_evict_race", path, text);
 }
 
 int run_and_report(const EvictRaceParams& p, const std::string& json_path) {
@@ -211,7 +205,7 @@ int run_mount_modes(const MountCli& m, const EvictRaceParams& ip, const CLI::App
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_evict_race: check every byte readers read while their pages are evicted and the "
       "memory reused"};
@@ -340,4 +334,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return v.exit_code;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_evict_race", [&] { return run(argc, argv); });
 }

@@ -318,7 +318,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
       for (const auto& path : paths) {
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-          fail_run("open " + path + ": " + std::strerror(errno));
+          fail_run("open " + path + ": " + std::generic_category().message(errno));
           break;
         }
         fds.push_back(fd);
@@ -382,7 +382,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
         if (got < 0) {
           is_bad = true;
           bad.kind = MountBadKind::error;
-          bad.what = std::string("pread: ") + std::strerror(err);
+          bad.what = std::string("pread: ") + std::generic_category().message(err);
           bad.offset = pos;
         } else if (static_cast<std::uint64_t>(got) < allowed_len(smin) ||
                    static_cast<std::uint64_t>(got) > allowed_len(smax)) {
@@ -483,6 +483,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
     threads.emplace_back([&] {
       std::uint64_t calls = 0, pages = 0, errors = 0;
       std::vector<int> fds;
+      fds.reserve(paths.size());
       for (const auto& path : paths) fds.push_back(open(path.c_str(), O_RDONLY | O_CLOEXEC));
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       for (std::uint64_t n = 0; !stopping(); n++) {
@@ -532,7 +533,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
           if (!ok) {
             // The file is in an unknown state: m.started stays ahead of
             // m.completed, so every later read of it overlaps this change.
-            return std::string(std::strerror(err));
+            return std::generic_category().message(err);
           }
           apply(m, c);
           m.completed = c.seq;
@@ -556,7 +557,8 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             return fallocate(m.wfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                              static_cast<off_t>(c.from), static_cast<off_t>(c.to - c.from)) == 0;
           });
-          if (!err.empty()) err = "fallocate(PUNCH_HOLE) " + paths[fi] + ": " + err;
+          if (!err.empty())
+            err = std::string("fallocate(PUNCH_HOLE) ").append(paths[fi]).append(": ").append(err);
         } else {
           if (kind == ChangeKind::truncate) {
             Change t;
@@ -564,7 +566,8 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             t.from = ((r >> 8) % (full / kPage + 1)) * kPage;
             t.size_after = t.from;
             err = change(t, [&] { return ftruncate(m.wfd, static_cast<off_t>(t.from)) == 0; });
-            if (!err.empty()) err = "ftruncate " + paths[fi] + ": " + err;
+            if (!err.empty())
+              err = std::string("ftruncate ").append(paths[fi]).append(": ").append(err);
           }
           if (err.empty()) {
             Change w;
@@ -574,7 +577,8 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
             w.size_after = full;
             fill(fi, w.version, 0, data.data(), full);
             err = change(w, [&] { return pwrite_all(m.wfd, data.data(), full, 0); });
-            if (!err.empty()) err = "pwrite " + paths[fi] + ": " + err;
+            if (!err.empty())
+              err = std::string("pwrite ").append(paths[fi]).append(": ").append(err);
           }
         }
         if (!err.empty()) {
@@ -875,6 +879,7 @@ std::optional<int> wait_for(pid_t pid, std::chrono::milliseconds limit) {
 
 int run_quiet(const std::vector<std::string>& argv) {
   std::vector<char*> av;
+  av.reserve(argv.size() + 1);
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -899,7 +904,7 @@ int run_quiet(const std::vector<std::string>& argv) {
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
-    const char* n = strsignal(WTERMSIG(status));
+    const char* n = sigdescr_np(WTERMSIG(status));  // MT-Safe, unlike strsignal
     return "signal " + std::to_string(WTERMSIG(status)) + " (" + (n ? n : "?") + ")";
   }
   return "status " + std::to_string(status);
@@ -924,6 +929,7 @@ void DaemonMount::start(std::chrono::milliseconds limit) {
   if (!options_.empty()) opts += "," + options_;
   std::vector<std::string> argv = {daemon_, "-f", "-o", opts, backing_, mnt_};
   std::vector<char*> av;
+  av.reserve(argv.size() + 1);
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   av.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -935,7 +941,8 @@ void DaemonMount::start(std::chrono::milliseconds limit) {
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     pid_ = -1;
-    throw std::runtime_error("cannot start " + daemon_ + ": " + std::strerror(rc));
+    throw std::runtime_error("cannot start " + daemon_ + ": " +
+                             std::generic_category().message(rc));
   }
   const auto end = std::chrono::steady_clock::now() + limit;
   while (!mounted_at(mnt_)) {

@@ -32,12 +32,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "alloc/page.h"
 #include "alloc/stats_block.h"
 #include "cache/cache_stats.h"
 #include "tools/ctl.h"
+#include "tools/guarded_main.h"
 #include "tools/progress.h"
 #include "tools/sample_waiting.h"
 #include "tools/stats_json.h"
@@ -142,7 +144,8 @@ int cmd_stats(const std::string& path, bool json, unsigned watch_ms) {
       if (watch_ms) {
         std::time_t t = std::time(nullptr);
         char ts[32];
-        std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
+        std::tm tm{};
+        std::strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&t, &tm));
         std::printf("---- %s\n", ts);
       }
       print_stats_table(j, prev ? &*prev : nullptr);
@@ -216,7 +219,7 @@ bool wait_or_quit(const TopTerminal& term, std::chrono::steady_clock::time_point
     pollfd p{STDIN_FILENO, POLLIN, 0};
     int n = ::poll(&p, term.keys() ? 1 : 0, static_cast<int>(left.count()) + 1);
     if (n < 0 && errno != EINTR)
-      throw ctl::CtlError(std::string("poll: ") + std::strerror(errno), errno);
+      throw ctl::CtlError(std::string("poll: ") + std::generic_category().message(errno), errno);
     if (n > 0) {
       char buf[64];
       ssize_t got = ::read(STDIN_FILENO, buf, sizeof buf);
@@ -265,7 +268,8 @@ int cmd_top(const std::string& path, double interval, unsigned count) {
     ctl::TopRates r = ctl::top_rates(prev ? &*prev : nullptr, now);
     std::time_t t = std::time(nullptr);
     char ts[16];
-    std::strftime(ts, sizeof ts, "%H:%M:%S", std::localtime(&t));
+    std::tm tm{};
+    std::strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&t, &tm));
     std::string title = path + "  pid " + std::to_string(mi.pid) + "  " + ts;
     std::vector<std::string> lines = ctl::format_top(r, title, screen ? terminal_width() : 200);
     if (screen) {
@@ -281,7 +285,7 @@ int cmd_top(const std::string& path, double interval, unsigned count) {
     }
     std::fflush(stdout);
     if (daemon_gone || (count && frame >= count)) break;
-    prev = std::move(now);
+    prev = now;
     next += step;
     if (wait_or_quit(term, next)) break;
   }
@@ -459,7 +463,7 @@ int cmd_prefetch(const std::string& path, std::uint64_t offset, std::uint64_t le
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"norefsctl: statistics and control of a running norefs mount"};
   app.require_subcommand(1);
 
@@ -523,4 +527,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefsctl", [&] { return run(argc, argv); });
 }

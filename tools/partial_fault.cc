@@ -218,7 +218,7 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
           int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
           if (fd < 0) {
             std::lock_guard lk(err_mu);
-            setup_error = "open " + path + ": " + std::strerror(errno);
+            setup_error = "open " + path + ": " + std::generic_category().message(errno);
             stop.store(true);
             break;
           }
@@ -273,7 +273,7 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
             if (zapmask >> i & 1) {
               if (madvise(base + i * kPage, kPage, MADV_DONTNEED) != 0) {
                 std::lock_guard lk(err_mu);
-                setup_error = std::string("madvise: ") + std::strerror(errno);
+                setup_error = std::string("madvise: ") + std::generic_category().message(errno);
                 stop.store(true);
               }
               st.zapped++;

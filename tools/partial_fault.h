@@ -52,7 +52,7 @@ struct PartialFaultParams {
   unsigned readers = 2;
   unsigned files = 4;
   std::size_t file_pages = 32;
-  std::size_t max_read = 8 * 4096;
+  std::size_t max_read = std::size_t{8} * 4096;
   unsigned zap_pause_us = 50;  // the shared-buffer zapper's sleep between rounds
   std::uint64_t seed = 1;
   unsigned keep_bad = 8;

@@ -25,6 +25,8 @@
 
 #include "cache/backing.h"
 #include "cache/copy.h"
+#include "tools/backings.h"
+#include "tools/report.h"
 
 namespace norefs::tools {
 
@@ -34,6 +36,7 @@ using cache::kStops;
 using cache::PageCache;
 using cache::ReadPath;
 using cache::Stop;
+using report::si;
 
 namespace {
 
@@ -85,26 +88,14 @@ std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131
   return static_cast<ssize_t>(done);
 }
 
-// The in-memory backing: an immutable buffer.
-class MemoryBacking final : public cache::Backing {
- public:
-  explicit MemoryBacking(std::size_t size) : bytes_(size) {
-    for (std::size_t i = 0; i < size; i++) bytes_[i] = content_byte(i);
-  }
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    std::size_t done = 0;
-    for (int i = 0; i < iovcnt && offset < bytes_.size(); i++) {
-      std::size_t n = std::min<std::size_t>(iov[i].iov_len, bytes_.size() - offset);
-      std::memcpy(iov[i].iov_base, bytes_.data() + offset, n);
-      offset += n;
-      done += n;
-    }
-    return static_cast<ssize_t>(done);
-  }
-
- private:
-  std::vector<std::byte> bytes_;
-};
+// The in-memory backing: the bytes generated from their offset.
+std::unique_ptr<cache::Backing> memory_backing(std::size_t size) {
+  return std::make_unique<GeneratedBacking>(size,
+                                            [](std::uint64_t off, std::byte* dst, std::size_t n) {
+                                              for (std::size_t k = 0; k < n; k++)
+                                                dst[k] = content_byte(off + k);
+                                            });
+}
 
 // A temp file of `size` bytes, already unlinked (pread1's mkstemp + unlink).
 std::unique_ptr<cache::Backing> temp_file_backing(const std::string& dir, std::size_t size) {
@@ -148,28 +139,6 @@ void pin_to(int cpu) {
 }
 
 std::uint64_t delta(const CacheCounters& a, const CacheCounters& b, Ctr c) { return b[c] - a[c]; }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string si(double v) {
-  char buf[32];
-  if (!std::isfinite(v)) return "-";
-  if (v >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-  } else if (v >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  }
-  return buf;
-}
 
 std::string size_name(std::size_t n) {
   if (n >= (1u << 20) && n % (1u << 20) == 0) return std::to_string(n >> 20) + "M";
@@ -246,7 +215,7 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
   for (unsigned i = 0; i < nfiles; i++) {
     std::unique_ptr<cache::Backing> b = p.backing == PreadBacking::file
                                             ? temp_file_backing(p.tmp_dir, file_size)
-                                            : std::make_unique<MemoryBacking>(file_size);
+                                            : memory_backing(file_size);
     files.push_back(cache.open_file(std::move(b), file_size));
   }
   std::vector<std::unique_ptr<PaddedHandle>> handles;
@@ -439,12 +408,13 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
       for (std::size_t s = 0; s < kStops; s++) stops[s] += m.stops[s];
       row.all_warm = row.all_warm && m.warm;
     }
-    row.reads_per_sec = median(rate);
-    row.reads_per_sec_min = rate.empty() ? 0 : *std::min_element(rate.begin(), rate.end());
-    row.reads_per_sec_max = rate.empty() ? 0 : *std::max_element(rate.begin(), rate.end());
-    row.ns_per_read = median(ns);
-    row.cpu_share = median(share);
-    row.cpu_ns_per_read = median(cpu_ns);
+    const report::Spread rs = report::spread(rate);
+    row.reads_per_sec = rs.median;
+    row.reads_per_sec_min = rate.empty() ? 0 : rs.min;
+    row.reads_per_sec_max = rate.empty() ? 0 : rs.max;
+    row.ns_per_read = report::median(ns);
+    row.cpu_share = report::median(share);
+    row.cpu_ns_per_read = report::median(cpu_ns);
     double mreads = static_cast<double>(cache_reads) / 1e6;
     for (std::size_t s = 0; s < kStops; s++) {
       row.stops_per_mread[s] = cache_reads ? static_cast<double>(stops[s]) / mreads : 0;
@@ -452,7 +422,6 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
     row.fast_read_fraction =
         cache_reads ? static_cast<double>(fast) / static_cast<double>(cache_reads) : 0;
   }
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   // Same-round ratios: reads/s of `num` / reads/s of `den`, round by round.
   auto ratios = [](const PreadRow* num, const PreadRow* den) {
     std::vector<double> v;
@@ -463,10 +432,11 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
     }
     return v;
   };
-  auto med_min_max = [&](const std::vector<double>& v, double& med, double& lo, double& hi) {
-    med = v.empty() ? nan : median(v);
-    lo = v.empty() ? nan : *std::min_element(v.begin(), v.end());
-    hi = v.empty() ? nan : *std::max_element(v.begin(), v.end());
+  auto med_min_max = [](const std::vector<double>& v, double& med, double& lo, double& hi) {
+    const report::Spread sp = report::spread(v);
+    med = sp.median;
+    lo = sp.min;
+    hi = sp.max;
   };
   for (auto& row : rows) {
     med_min_max(ratios(&row, find_path(row, PreadPath::ref)), row.ratio_to_ref,
@@ -477,7 +447,7 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
     for (std::size_t i = 0; floor && i < row.rounds.size() && i < floor->rounds.size(); i++) {
       over.push_back(row.rounds[i].ns_per_read - floor->rounds[i].ns_per_read);
     }
-    row.ns_over_floor = over.empty() ? nan : median(over);
+    row.ns_over_floor = report::median(over);
   }
 }
 
@@ -489,46 +459,33 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
     }
     return nullptr;
   };
-  auto make_target = [](std::string id, std::string description) {
-    PreadTarget t;
-    t.id = std::move(id);
-    t.description = std::move(description);
-    return t;
-  };
   char buf[512];
-  std::vector<PreadTarget> out;
+  report::Targets out;
   const auto shared = PreadVariant::shared;
 
   {  // (a) 16 B of one shared page, 2 threads: noref >= 3x ref.
-    PreadTarget t =
-        make_target("a", "16-byte reads of one shared page, 2 threads: noref reads/s >= 3x ref's");
-    t.threshold = 3.0;
+    report::Target& t =
+        out.add("a", "16-byte reads of one shared page, 2 threads: noref reads/s >= 3x ref's", 3.0);
     const PreadRow *n = find(16, shared, 2, PreadPath::noref),
                    *r = find(16, shared, 2, PreadPath::ref);
     if (n && r) {
-      t.measured = true;
-      t.value = n->reads_per_sec / r->reads_per_sec;
-      t.met = t.value >= t.threshold;
+      double v = n->reads_per_sec / r->reads_per_sec;
       std::snprintf(buf, sizeof buf,
                     "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f; "
                     "CPU ns/read %.1f vs %.1f, threads got %.0f%% / %.0f%% of their CPUs)",
-                    si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), t.value,
+                    si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v,
                     n->ratio_to_ref_min, n->ratio_to_ref_max, n->cpu_ns_per_read,
                     r->cpu_ns_per_read, 100 * n->cpu_share, 100 * r->cpu_share);
-      t.detail = buf;
+      t.measure(v, v >= t.threshold, buf);
     }
-    out.push_back(t);
   }
   {  // (b) noref at 2 threads >= 1.9x its own 1-thread reads/s.
-    PreadTarget t =
-        make_target("b", "16-byte reads of one shared page: noref at 2 threads >= 1.9x noref at 1");
-    t.threshold = 1.9;
+    report::Target& t = out.add(
+        "b", "16-byte reads of one shared page: noref at 2 threads >= 1.9x noref at 1", 1.9);
     const PreadRow *two = find(16, shared, 2, PreadPath::noref),
                    *one = find(16, shared, 1, PreadPath::noref);
     if (two && one) {
-      t.measured = true;
-      t.value = two->reads_per_sec / one->reads_per_sec;
-      t.met = t.value >= t.threshold;
+      double v = two->reads_per_sec / one->reads_per_sec;
       // Information beside the target: per CPU-second, what 2 threads read
       // compared with 1 (x2 = the scaling if each had a whole CPU).
       double per_cpu = one->cpu_ns_per_read / two->cpu_ns_per_read;
@@ -536,114 +493,87 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
                     "2 threads %s reads/s / 1 thread %s reads/s = %.2fx (threads got %.0f%% / "
                     "%.0f%% of their CPUs; reads per CPU-second at 2 threads %.2fx of 1 thread's, "
                     "so %.2fx with two whole CPUs)",
-                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), t.value,
+                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), v,
                     100 * two->cpu_share, 100 * one->cpu_share, per_cpu, 2 * per_cpu);
-      t.detail = buf;
+      t.measure(v, v >= t.threshold, buf);
     }
-    out.push_back(t);
   }
   {  // (c) 1 thread: noref ns/read <= 0.95x ref's.
-    PreadTarget t = make_target("c", "16-byte reads, 1 thread: noref ns/read <= 0.95x ref's");
-    t.threshold = 0.95;
+    report::Target& t = out.add("c", "16-byte reads, 1 thread: noref ns/read <= 0.95x ref's", 0.95);
     const PreadRow *n = find(16, shared, 1, PreadPath::noref),
                    *r = find(16, shared, 1, PreadPath::ref);
     if (n && r) {
-      t.measured = true;
-      t.value = n->ns_per_read / r->ns_per_read;
-      t.met = t.value <= t.threshold;
+      double v = n->ns_per_read / r->ns_per_read;
       std::snprintf(buf, sizeof buf,
                     "noref %.1f ns/read / ref %.1f ns/read = %.3fx (CPU ns/read %.1f / %.1f = "
                     "%.3fx)",
-                    n->ns_per_read, r->ns_per_read, t.value, n->cpu_ns_per_read, r->cpu_ns_per_read,
+                    n->ns_per_read, r->ns_per_read, v, n->cpu_ns_per_read, r->cpu_ns_per_read,
                     n->cpu_ns_per_read / r->cpu_ns_per_read);
-      t.detail = buf;
+      t.measure(v, v <= t.threshold, buf);
     }
-    out.push_back(t);
   }
   // (d) 64 KiB and 1 MiB: noref no slower than ref, for every variant and
   // thread count measured.  Noise: the larger relative half-range over
   // rounds of the two rows; "within noise" counts as met and says so.
-  bool any_d = false;
   for (std::size_t size : {std::size_t{65536}, std::size_t{1048576}}) {
     for (const auto& n : rows) {
       if (n.size != size || n.path != PreadPath::noref || n.rounds.empty()) continue;
       const PreadRow* r = find(size, n.variant, n.threads, PreadPath::ref);
       if (!r) continue;
-      any_d = true;
-      PreadTarget t = make_target(
-          "d", size_name(size) + " reads, " + std::string(pread_variant_name(n.variant)) + ", " +
-                   std::to_string(n.threads) +
-                   " thread(s): noref no slower than ref (ratio >= 1.0 within noise)");
-      t.threshold = 1.0;
-      t.measured = true;
-      t.value = n.reads_per_sec / r->reads_per_sec;
+      report::Target& t =
+          out.add("d",
+                  size_name(size) + " reads, " + std::string(pread_variant_name(n.variant)) + ", " +
+                      std::to_string(n.threads) +
+                      " thread(s): noref no slower than ref (ratio >= 1.0 within noise)",
+                  1.0);
+      double v = n.reads_per_sec / r->reads_per_sec;
       auto half_range = [](const PreadRow& x) {
         return x.reads_per_sec > 0
                    ? (x.reads_per_sec_max - x.reads_per_sec_min) / (2 * x.reads_per_sec)
                    : 0.0;
       };
       double noise = std::max(half_range(n), half_range(*r));
-      t.met = t.value >= 1.0 - noise;
+      bool met = v >= 1.0 - noise;
       std::snprintf(buf, sizeof buf, "noref %s reads/s / ref %s reads/s = %.3fx (noise +-%.1f%%%s)",
-                    si(n.reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), t.value, 100 * noise,
-                    t.met && t.value < 1.0 ? ", met only within noise" : "");
-      t.detail = buf;
-      out.push_back(t);
+                    si(n.reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v, 100 * noise,
+                    met && v < 1.0 ? ", met only within noise" : "");
+      t.measure(v, met, buf);
     }
   }
-  if (!any_d) {
-    PreadTarget t =
-        make_target("d", "64K and 1M reads: noref no slower than ref (ratio >= 1.0 within noise)");
-    t.threshold = 1.0;
-    out.push_back(t);
-  }
+  out.add_if_none("d", "64K and 1M reads: noref no slower than ref (ratio >= 1.0 within noise)",
+                  1.0);
   // (e) One thread, one shared page: what the fast path adds to the floor
   // (noref ns/read minus floor ns/read, same round) at most 10 ns, for
   // each small size measured.
-  bool any_e = false;
   for (std::size_t size : {1, 4, 8, 16, 64, 256}) {
     const PreadRow *n = find(size, shared, 1, PreadPath::noref),
                    *f = find(size, shared, 1, PreadPath::floor);
     if (!n || !f) continue;
-    any_e = true;
-    PreadTarget t = make_target("e", std::to_string(size) +
-                                         "-byte reads, 1 thread: noref ns/read - floor ns/read "
-                                         "<= 10 ns");
-    t.threshold = 10.0;
-    t.measured = true;
-    t.value = n->ns_over_floor;
-    t.met = t.value <= t.threshold;
+    report::Target& t = out.add("e",
+                                std::to_string(size) +
+                                    "-byte reads, 1 thread: noref ns/read - floor ns/read "
+                                    "<= 10 ns",
+                                10.0);
     std::snprintf(buf, sizeof buf,
                   "noref %.1f ns/read, floor %.1f ns/read: +%.1f ns (median of same-round "
                   "differences), %.2fx the floor",
-                  n->ns_per_read, f->ns_per_read, t.value, n->times_floor);
-    t.detail = buf;
-    out.push_back(t);
+                  n->ns_per_read, f->ns_per_read, n->ns_over_floor, n->times_floor);
+    t.measure(n->ns_over_floor, n->ns_over_floor <= t.threshold, buf);
   }
-  if (!any_e) {
-    PreadTarget t =
-        make_target("e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns");
-    t.threshold = 10.0;
-    out.push_back(t);
-  }
+  out.add_if_none("e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns", 10.0);
   {  // (f) 4 KiB, one thread: noref at most 1.3x the floor's time.
-    PreadTarget t = make_target("f", "4K reads, 1 thread: noref ns/read <= 1.3x floor's");
-    t.threshold = 1.3;
+    report::Target& t = out.add("f", "4K reads, 1 thread: noref ns/read <= 1.3x floor's", 1.3);
     const PreadRow *n = find(4096, shared, 1, PreadPath::noref),
                    *f = find(4096, shared, 1, PreadPath::floor);
     if (n && f) {
-      t.measured = true;
-      t.value = n->times_floor;
-      t.met = t.value <= t.threshold;
       std::snprintf(buf, sizeof buf,
                     "noref %.1f ns/read, floor %.1f ns/read: %.2fx (same-round ratios %.2f-%.2f)",
-                    n->ns_per_read, f->ns_per_read, t.value, n->times_floor_min,
+                    n->ns_per_read, f->ns_per_read, n->times_floor, n->times_floor_min,
                     n->times_floor_max);
-      t.detail = buf;
+      t.measure(n->times_floor, n->times_floor <= t.threshold, buf);
     }
-    out.push_back(t);
   }
-  return out;
+  return out.take();
 }
 
 PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadProgress& progress) {
@@ -714,18 +644,31 @@ std::string describe_pread_config(const PreadScalingParams& p, long cpus) {
 }
 
 std::string format_pread_table(const PreadScalingResult& r) {
-  std::ostringstream os;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "%-6s %-7s %3s %-12s %9s %19s %8s %5s %8s %7s %13s %7s %7s  %s\n", "size",
-                "variant", "thr", "path", "reads/s", "(min-max)", "ns/read", "cpu%", "cpu-ns",
-                "vs ref", "(min-max)", "x floor", "+ns", "fast-path stops per Mread");
-  os << line;
+  using A = report::Table::Align;
+  report::Table table({{"size", A::left},
+                       {"variant", A::left},
+                       {"thr", A::right},
+                       {"path", A::left},
+                       {"reads/s", A::right},
+                       {"(min-max)", A::right},
+                       {"ns/read", A::right},
+                       {"cpu%", A::right},
+                       {"cpu-ns", A::right},
+                       {"vs ref", A::right},
+                       {"(min-max)", A::right},
+                       {"x floor", A::right},
+                       {"+ns", A::right},
+                       {"fast-path stops per Mread", A::left}});
+  auto fmt = [](const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
   const PreadRow* prev = nullptr;
   for (const auto& row : r.rows) {
     if (prev &&
         (prev->size != row.size || prev->variant != row.variant || prev->threads != row.threads)) {
-      os << "\n";
+      table.add_gap();
     }
     prev = &row;
     std::string stops;
@@ -740,85 +683,90 @@ std::string format_pread_table(const PreadScalingResult& r) {
     }
     if (stops.empty()) stops = "-";
     if (!row.all_warm) stops += "  (NOT warm: no clean warm-up pass)";
-    std::string range = si(row.reads_per_sec_min) + "-" + si(row.reads_per_sec_max);
-    char ratio[16], rrange[32];
-    if (std::isfinite(row.ratio_to_ref)) {
-      std::snprintf(ratio, sizeof ratio, "%.2fx", row.ratio_to_ref);
-      std::snprintf(rrange, sizeof rrange, "%.2f-%.2f", row.ratio_to_ref_min, row.ratio_to_ref_max);
-    } else {
-      std::snprintf(ratio, sizeof ratio, "-");
-      std::snprintf(rrange, sizeof rrange, "-");
-    }
-    char times_floor[16] = "-", over[16] = "-";
-    if (std::isfinite(row.times_floor)) {
-      std::snprintf(times_floor, sizeof times_floor, "%.2fx", row.times_floor);
-      std::snprintf(over, sizeof over, "%+.1f", row.ns_over_floor);
-    }
-    std::snprintf(
-        line, sizeof line, "%-6s %-7s %3u %-12s %9s %19s %8.1f %5.0f %8.1f %7s %13s %7s %7s  %s\n",
-        size_name(row.size).c_str(), std::string(pread_variant_name(row.variant)).c_str(),
-        row.threads, std::string(pread_path_name(row.path)).c_str(), si(row.reads_per_sec).c_str(),
-        range.c_str(), row.ns_per_read, 100 * row.cpu_share, row.cpu_ns_per_read, ratio, rrange,
-        times_floor, over, stops.c_str());
-    os << line;
+    const bool has_ref = std::isfinite(row.ratio_to_ref),
+               has_floor = std::isfinite(row.times_floor);
+    table.add_row(
+        {size_name(row.size), std::string(pread_variant_name(row.variant)),
+         std::to_string(row.threads), std::string(pread_path_name(row.path)), si(row.reads_per_sec),
+         si(row.reads_per_sec_min) + "-" + si(row.reads_per_sec_max), fmt("%.1f", row.ns_per_read),
+         fmt("%.0f", 100 * row.cpu_share), fmt("%.1f", row.cpu_ns_per_read),
+         has_ref ? fmt("%.2fx", row.ratio_to_ref) : "-",
+         has_ref ? fmt("%.2f", row.ratio_to_ref_min) + fmt("-%.2f", row.ratio_to_ref_max) : "-",
+         has_floor ? fmt("%.2fx", row.times_floor) : "-",
+         has_floor ? fmt("%+.1f", row.ns_over_floor) : "-", stops});
   }
-  return os.str();
+  return table.str();
 }
 
 std::string format_pread_targets(const PreadScalingResult& r) {
-  std::ostringstream os;
-  os << "targets (from the medians of " << r.params.rounds << " round(s)):\n";
-  for (const auto& t : r.targets) {
-    os << "  (" << t.id << ") " << t.description << "\n      ";
-    if (!t.measured) {
-      os << "not measured (its sizes, variants, threads or paths were not in this run)\n";
-      continue;
-    }
-    os << t.detail << ": " << (t.met ? "met" : "NOT met") << "\n";
-  }
-  return os.str();
+  return report::format_targets(
+      "targets (from the medians of " + std::to_string(r.params.rounds) + " round(s)):", r.targets,
+      "its sizes, variants, threads or paths were not in this run");
 }
 
 namespace {
 
-nlohmann::json finite_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+// The rows for CSV and JSON: the same names in both.  In the CSV the stops
+// are one column each (stops_per_mread_<stop>) and `rounds` is their count;
+// the JSON keeps the stops as an object and puts every round in `rounds`.
+report::Records pread_records(const PreadScalingResult& r) {
+  report::Records rec({"size",
+                       "variant",
+                       "threads",
+                       "path",
+                       "rounds",
+                       "reads_per_sec",
+                       "reads_per_sec_min",
+                       "reads_per_sec_max",
+                       "ns_per_read",
+                       "cpu_share",
+                       "cpu_ns_per_read",
+                       "ratio_to_ref",
+                       "ratio_to_ref_min",
+                       "ratio_to_ref_max",
+                       "times_floor",
+                       "times_floor_min",
+                       "times_floor_max",
+                       "ns_over_floor",
+                       "fast_read_fraction",
+                       "warm",
+                       "stops_per_mread"});
+  for (const auto& row : r.rows) {
+    nlohmann::ordered_json stops = nlohmann::ordered_json::object();
+    for (std::size_t s = 0; s < kStops; s++) {
+      stops[std::string(cache::stop_name(static_cast<Stop>(s)))] = row.stops_per_mread[s];
+    }
+    rec.add({row.size,
+             pread_variant_name(row.variant),
+             row.threads,
+             pread_path_name(row.path),
+             row.rounds.size(),
+             row.reads_per_sec,
+             row.reads_per_sec_min,
+             row.reads_per_sec_max,
+             row.ns_per_read,
+             row.cpu_share,
+             row.cpu_ns_per_read,
+             row.ratio_to_ref,
+             row.ratio_to_ref_min,
+             row.ratio_to_ref_max,
+             row.times_floor,
+             row.times_floor_min,
+             row.times_floor_max,
+             row.ns_over_floor,
+             row.fast_read_fraction,
+             row.all_warm,
+             stops});
+  }
+  return rec;
 }
 
 }  // namespace
 
-std::string pread_csv(const PreadScalingResult& r) {
-  std::ostringstream os;
-  os << "size,variant,threads,path,rounds,reads_per_sec,reads_per_sec_min,reads_per_sec_max,"
-        "ns_per_read,cpu_share,cpu_ns_per_read,ratio_to_ref,ratio_to_ref_min,ratio_to_ref_max,"
-        "times_floor,times_floor_min,times_floor_max,ns_over_floor,fast_read_fraction,warm";
-  for (std::size_t s = 0; s < kStops; s++) {
-    os << ",stops_per_mread_" << cache::stop_name(static_cast<Stop>(s));
-  }
-  os << "\n";
-  auto num = [](double v) {
-    if (!std::isfinite(v)) return std::string();
-    char b[64];
-    std::snprintf(b, sizeof b, "%.6g", v);
-    return std::string(b);
-  };
-  for (const auto& row : r.rows) {
-    os << row.size << ',' << pread_variant_name(row.variant) << ',' << row.threads << ','
-       << pread_path_name(row.path) << ',' << row.rounds.size() << ',' << num(row.reads_per_sec)
-       << ',' << num(row.reads_per_sec_min) << ',' << num(row.reads_per_sec_max) << ','
-       << num(row.ns_per_read) << ',' << num(row.cpu_share) << ',' << num(row.cpu_ns_per_read)
-       << ',' << num(row.ratio_to_ref) << ',' << num(row.ratio_to_ref_min) << ','
-       << num(row.ratio_to_ref_max) << ',' << num(row.times_floor) << ','
-       << num(row.times_floor_min) << ',' << num(row.times_floor_max) << ','
-       << num(row.ns_over_floor) << ',' << num(row.fast_read_fraction) << ','
-       << (row.all_warm ? 1 : 0);
-    for (std::size_t s = 0; s < kStops; s++) os << ',' << num(row.stops_per_mread[s]);
-    os << "\n";
-  }
-  return os.str();
-}
+std::string pread_csv(const PreadScalingResult& r) { return pread_records(r).csv(); }
 
 std::string pread_json(const PreadScalingResult& r) {
+  using report::finite_or_null;
   const PreadScalingParams& p = r.params;
   nlohmann::json cfg = {{"seconds", p.seconds},
                         {"settle", p.settle},
@@ -832,14 +780,10 @@ std::string pread_json(const PreadScalingResult& r) {
                         {"cpus", r.cpus}};
   for (PreadPath path : p.paths) cfg["paths"].push_back(pread_path_name(path));
   for (PreadVariant v : p.variants) cfg["variants"].push_back(pread_variant_name(v));
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& row : r.rows) {
-    nlohmann::json stops = nlohmann::json::object();
-    for (std::size_t s = 0; s < kStops; s++) {
-      stops[std::string(cache::stop_name(static_cast<Stop>(s)))] = row.stops_per_mread[s];
-    }
+  nlohmann::json rows = pread_records(r).json();
+  for (std::size_t i = 0; i < r.rows.size(); i++) {
     nlohmann::json rounds = nlohmann::json::array();
-    for (const auto& m : row.rounds) {
+    for (const auto& m : r.rows[i].rounds) {
       nlohmann::json ms = nlohmann::json::object();
       for (std::size_t s = 0; s < kStops; s++) {
         ms[std::string(cache::stop_name(static_cast<Stop>(s)))] = m.stops[s];
@@ -862,39 +806,12 @@ std::string pread_json(const PreadScalingResult& r) {
                         {"warm_passes", m.warm_passes},
                         {"warm", m.warm}});
     }
-    rows.push_back({{"size", row.size},
-                    {"variant", pread_variant_name(row.variant)},
-                    {"threads", row.threads},
-                    {"path", pread_path_name(row.path)},
-                    {"reads_per_sec", finite_or_null(row.reads_per_sec)},
-                    {"reads_per_sec_min", row.reads_per_sec_min},
-                    {"reads_per_sec_max", row.reads_per_sec_max},
-                    {"ns_per_read", finite_or_null(row.ns_per_read)},
-                    {"cpu_share", finite_or_null(row.cpu_share)},
-                    {"cpu_ns_per_read", finite_or_null(row.cpu_ns_per_read)},
-                    {"ratio_to_ref", finite_or_null(row.ratio_to_ref)},
-                    {"ratio_to_ref_min", finite_or_null(row.ratio_to_ref_min)},
-                    {"ratio_to_ref_max", finite_or_null(row.ratio_to_ref_max)},
-                    {"times_floor", finite_or_null(row.times_floor)},
-                    {"times_floor_min", finite_or_null(row.times_floor_min)},
-                    {"times_floor_max", finite_or_null(row.times_floor_max)},
-                    {"ns_over_floor", finite_or_null(row.ns_over_floor)},
-                    {"stops_per_mread", stops},
-                    {"fast_read_fraction", row.fast_read_fraction},
-                    {"warm", row.all_warm},
-                    {"rounds", rounds}});
+    rows[i]["rounds"] = rounds;  // the count in the CSV, every round here
   }
-  nlohmann::json targets = nlohmann::json::array();
-  for (const auto& t : r.targets) {
-    targets.push_back({{"id", t.id},
-                       {"description", t.description},
-                       {"measured", t.measured},
-                       {"met", t.measured ? nlohmann::json(t.met) : nlohmann::json(nullptr)},
-                       {"value", t.measured ? finite_or_null(t.value) : nlohmann::json(nullptr)},
-                       {"threshold", t.threshold},
-                       {"detail", t.detail}});
-  }
-  return nlohmann::json{{"config", cfg}, {"rows", rows}, {"targets", targets}}.dump(2) + "\n";
+  return nlohmann::json{
+             {"config", cfg}, {"rows", rows}, {"targets", report::targets_json(r.targets)}}
+             .dump(2) +
+         "\n";
 }
 
 }  // namespace norefs::tools

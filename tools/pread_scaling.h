@@ -39,6 +39,7 @@
 
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
+#include "tools/report.h"
 
 namespace norefs::tools {
 
@@ -47,7 +48,8 @@ std::string_view pread_variant_name(PreadVariant v);  // "shared", "private"
 std::optional<PreadVariant> parse_pread_variant(std::string_view s);
 
 // Where the file's bytes come from before they are cached.
-enum class PreadBacking { file, memory };  // a temp file (FdBacking) / a buffer
+// A temp file (FdBacking) / bytes generated in memory (GeneratedBacking).
+enum class PreadBacking { file, memory };
 std::string_view pread_backing_name(PreadBacking b);
 
 // What one row measures: the floor, or one of the cache's read paths.
@@ -115,16 +117,8 @@ struct PreadRow {
   bool all_warm = true;
 };
 
-// One of the targets, evaluated from measured medians.
-struct PreadTarget {
-  std::string id;           // "a" ... "f"
-  std::string description;  // what is compared, and the threshold
-  bool measured = false;    // false: the rows it needs were not measured
-  bool met = false;
-  double value = 0;      // the measured ratio
-  double threshold = 0;  // the target's bound
-  std::string detail;    // the numbers, human-readable
-};
+// One of the targets, evaluated from measured medians (tools/report.h).
+using PreadTarget = report::Target;
 
 struct PreadScalingResult {
   PreadScalingParams params;

@@ -10,12 +10,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "tools/guarded_main.h"
 #include "tools/pread_scaling.h"
 #include "tools/progress.h"
+#include "tools/report.h"
 
 using norefs::tools::PreadBacking;
 using norefs::tools::PreadScalingParams;
@@ -23,19 +24,12 @@ using norefs::tools::PreadScalingParams;
 namespace {
 
 bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_pread_scaling: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
+  return norefs::tools::report::write_file("norefs_pread_scaling", path, text);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_pread_scaling: reads/s of noref, ref, ref-fetchadd and stackcopy against the "
       "floor, N threads reading the same bytes, will-it-scale style"};
@@ -104,4 +98,8 @@ int main(int argc, char** argv) {
   if (!csv_path.empty() && !write_file(csv_path, norefs::tools::pread_csv(r))) return 1;
   if (!json_path.empty() && !write_file(json_path, norefs::tools::pread_json(r))) return 1;
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_pread_scaling", [&] { return run(argc, argv); });
 }

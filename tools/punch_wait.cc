@@ -32,6 +32,7 @@
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
 #include "tools/ctl.h"
+#include "tools/report.h"
 
 extern char** environ;
 
@@ -410,6 +411,7 @@ class Daemon {
     cmd_.clear();
     for (const auto& a : argv) cmd_ += a + " ";
     std::vector<char*> av;
+    av.reserve(argv.size() + 1);
     for (auto& a : argv) av.push_back(a.data());
     av.push_back(nullptr);
     posix_spawn_file_actions_t fa;
@@ -460,6 +462,7 @@ class Daemon {
       pid_t u = -1;
       std::vector<std::string> argv{"fusermount3", "-u", mnt_};
       std::vector<char*> av;
+      av.reserve(argv.size() + 1);
       for (auto& a : argv) av.push_back(a.data());
       av.push_back(nullptr);
       if (posix_spawnp(&u, "fusermount3", nullptr, nullptr, av.data(), environ) == 0) {
@@ -650,9 +653,9 @@ std::string describe(const Params& p) {
      << "threads (N): " << list(p.threads, [](unsigned n) { return std::to_string(n); }) << "\n"
      << "gp_interval_us: " << list(p.gp_intervals_us, [](unsigned n) { return std::to_string(n); })
      << "\n"
-     << "file: " << p.file_bytes / kMiB << " MiB per loader, written in " << p.write_bytes
-     << "-byte pieces at offset +" << p.write_offset << "\n"
-     << "bound B (mode bound): " << p.bound_bytes / kMiB << " MiB\n"
+     << "file: " << static_cast<double>(p.file_bytes) / kMiB << " MiB per loader, written in "
+     << p.write_bytes << "-byte pieces at offset +" << p.write_offset << "\n"
+     << "bound B (mode bound): " << static_cast<double>(p.bound_bytes) / kMiB << " MiB\n"
      << "expedite_pages: " << p.expedite_pages << "\n"
      << "dirty_decay_ms: " << (p.dirty_decay_ms >= -2 ? p.dirty_decay_ms : def.dirty_decay_ms)
      << (p.dirty_decay_ms >= -2 ? "" : " (default)") << "\n"
@@ -660,7 +663,8 @@ std::string describe(const Params& p) {
      << "load: " << p.seconds << " s per cell, then " << p.settle_seconds
      << " s of sampling after it; rounds: " << p.rounds << "\n"
      << "sample interval: " << p.sample_us << " us\n"
-     << "RSS overhead allowed: idle RSS + " << p.rss_slack_bytes / kMiB << " MiB\n"
+     << "RSS overhead allowed: idle RSS + " << static_cast<double>(p.rss_slack_bytes) / kMiB
+     << " MiB\n"
      << "cores: " << std::thread::hardware_concurrency() << "\n";
   return os.str();
 }
@@ -683,59 +687,123 @@ double ratio(const std::vector<Cell>& cells, const Cell& c) {
 
 void print_table(std::ostream& os, const Params& p, const std::vector<Cell>& cells) {
   (void)p;
-  os << std::left << std::setw(9) << "variant" << std::setw(9) << "mode" << std::right
-     << std::setw(7) << "gp_us" << std::setw(4) << "N" << std::setw(10) << "mean MiB"
-     << std::setw(10) << "peak MiB" << std::setw(8) << "GiB/s" << std::setw(7) << "x off"
-     << std::setw(9) << "exp/s" << std::setw(9) << "gp/s" << std::setw(10) << "peak RSS"
-     << std::setw(9) << "peak c+w" << std::setw(7) << "over B" << std::setw(9) << "settle"
-     << std::setw(10) << "minflt"
-     << "\n";
+  using A = report::Table::Align;
+  report::Table table({{"variant", A::left},
+                       {"mode", A::left},
+                       {"gp_us", A::right},
+                       {"N", A::right},
+                       {"mean MiB", A::right},
+                       {"peak MiB", A::right},
+                       {"GiB/s", A::right},
+                       {"x off", A::right},
+                       {"exp/s", A::right},
+                       {"gp/s", A::right},
+                       {"peak RSS", A::right},
+                       {"peak c+w", A::right},
+                       {"over B", A::right},
+                       {"settle", A::right},
+                       {"minflt", A::right}});
+  auto fmt = [](const char* f, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, f, v);
+    return std::string(b);
+  };
+  auto mib = [](double pages) { return pages * kPage / kMiB; };
   for (const Cell& c : cells) {
-    auto mib = [](double pages) { return pages * kPage / kMiB; };
-    os << std::left << std::setw(9) << variant_name(c.variant) << std::setw(9) << mode_name(c.mode)
-       << std::right << std::setw(7) << c.gp_interval_us << std::setw(4) << c.threads << std::fixed
-       << std::setprecision(1) << std::setw(10) << mib(c.mean_waiting) << std::setw(10)
-       << mib(static_cast<double>(c.peak_waiting)) << std::setprecision(2) << std::setw(8)
-       << c.gib_per_s << std::setw(7) << ratio(cells, c) << std::setprecision(0) << std::setw(9)
-       << c.expedites_per_s << std::setw(9) << c.gp_per_s << std::setw(10)
-       << c.peak_rss_kib / 1024.0 << std::setw(9) << mib(static_cast<double>(c.peak_total))
-       << std::setw(7);
-    if (c.bound_pages) {
-      os << c.samples_over_bound;
-    } else {
-      os << "-";
-    }
-    os << std::setw(9);
-    if (c.settle_ms >= 0) {
-      os << c.settle_ms;
-    } else {
-      os << "never";
-    }
-    os << std::setw(10) << c.minor_faults << "\n";
+    table.add_row(
+        {std::string(variant_name(c.variant)), std::string(mode_name(c.mode)),
+         std::to_string(c.gp_interval_us), std::to_string(c.threads),
+         fmt("%.1f", mib(c.mean_waiting)), fmt("%.1f", mib(static_cast<double>(c.peak_waiting))),
+         fmt("%.2f", c.gib_per_s), fmt("%.2f", ratio(cells, c)), fmt("%.0f", c.expedites_per_s),
+         fmt("%.0f", c.gp_per_s), fmt("%.0f", static_cast<double>(c.peak_rss_kib) / 1024.0),
+         fmt("%.0f", mib(static_cast<double>(c.peak_total))),
+         c.bound_pages ? std::to_string(c.samples_over_bound) : "-",
+         c.settle_ms >= 0 ? fmt("%.0f", c.settle_ms) : "never", std::to_string(c.minor_faults)});
   }
-  os << "(MiB waiting: mean and peak of the 2 ms samples; x off: GiB/s against defer=off of the\n"
+  os << table.str()
+     << "(MiB waiting: mean and peak of the 2 ms samples; x off: GiB/s against defer=off of the\n"
         " same variant, gp interval, N and round; peak c+w: cached + waiting, MiB; over B:\n"
         " samples with cached + waiting above the bound; settle: ms after the load until RSS\n"
         " <= live pages + idle RSS + slack; minflt: minor faults of the cache's process)\n";
 }
 
-void write_csv(std::ostream& os, const std::vector<Cell>& cells) {
-  os << "variant,mode,gp_interval_us,N,round,bound_pages,seconds,bytes,gib_per_s,ratio_vs_off,"
-        "samples,mean_waiting_pages,peak_waiting_pages,mean_cached_pages,peak_cached_pages,"
-        "peak_total_pages,samples_over_bound,grace_periods,expedites,gp_per_s,expedites_per_s,"
-        "idle_rss_kib,mean_rss_kib,peak_rss_kib,rss_over_bound_samples,minor_faults,settle_ms,"
-        "end_rss_kib,end_live_pages,write_alloc,write_skipped,limit_drains\n";
+namespace {
+
+// The cells for CSV and JSON: the same names in both.
+report::Records cell_records(const std::vector<Cell>& cells) {
+  report::Records rec({"variant",
+                       "mode",
+                       "gp_interval_us",
+                       "N",
+                       "round",
+                       "bound_pages",
+                       "seconds",
+                       "bytes",
+                       "gib_per_s",
+                       "ratio_vs_off",
+                       "samples",
+                       "mean_waiting_pages",
+                       "peak_waiting_pages",
+                       "mean_cached_pages",
+                       "peak_cached_pages",
+                       "peak_total_pages",
+                       "samples_over_bound",
+                       "grace_periods",
+                       "expedites",
+                       "gp_per_s",
+                       "expedites_per_s",
+                       "idle_rss_kib",
+                       "mean_rss_kib",
+                       "peak_rss_kib",
+                       "rss_over_bound_samples",
+                       "minor_faults",
+                       "settle_ms",
+                       "end_rss_kib",
+                       "end_live_pages",
+                       "write_alloc",
+                       "write_skipped",
+                       "limit_drains"});
   for (const Cell& c : cells) {
-    os << variant_name(c.variant) << ',' << mode_name(c.mode) << ',' << c.gp_interval_us << ','
-       << c.threads << ',' << c.round << ',' << c.bound_pages << ',' << c.seconds << ',' << c.bytes
-       << ',' << c.gib_per_s << ',' << ratio(cells, c) << ',' << c.samples << ',' << c.mean_waiting
-       << ',' << c.peak_waiting << ',' << c.mean_cached << ',' << c.peak_cached << ','
-       << c.peak_total << ',' << c.samples_over_bound << ',' << c.grace_periods << ','
-       << c.expedites << ',' << c.gp_per_s << ',' << c.expedites_per_s << ',' << c.idle_rss_kib
-       << ',' << c.mean_rss_kib << ',' << c.peak_rss_kib << ',' << c.rss_over_bound_samples << ','
-       << c.minor_faults << ',' << c.settle_ms << ',' << c.end_rss_kib << ',' << c.end_live_pages
-       << ',' << c.write_alloc << ',' << c.write_skipped << ',' << c.limit_drains << '\n';
+    rec.add({variant_name(c.variant),
+             mode_name(c.mode),
+             c.gp_interval_us,
+             c.threads,
+             c.round,
+             c.bound_pages,
+             c.seconds,
+             c.bytes,
+             c.gib_per_s,
+             ratio(cells, c),
+             c.samples,
+             c.mean_waiting,
+             c.peak_waiting,
+             c.mean_cached,
+             c.peak_cached,
+             c.peak_total,
+             c.samples_over_bound,
+             c.grace_periods,
+             c.expedites,
+             c.gp_per_s,
+             c.expedites_per_s,
+             c.idle_rss_kib,
+             c.mean_rss_kib,
+             c.peak_rss_kib,
+             c.rss_over_bound_samples,
+             c.minor_faults,
+             c.settle_ms,
+             c.end_rss_kib,
+             c.end_live_pages,
+             c.write_alloc,
+             c.write_skipped,
+             c.limit_drains});
   }
+  return rec;
+}
+
+}  // namespace
+
+void write_csv(std::ostream& os, const std::vector<Cell>& cells) {
+  os << cell_records(cells).csv();
 }
 
 nlohmann::json to_json(const Params& p, const std::vector<Cell>& cells) {
@@ -759,44 +827,7 @@ nlohmann::json to_json(const Params& p, const std::vector<Cell>& cells) {
       {"rss_slack_bytes", p.rss_slack_bytes},
       {"cores", std::thread::hardware_concurrency()},
   };
-  j["cells"] = nlohmann::json::array();
-  for (const Cell& c : cells) {
-    double r = ratio(cells, c);
-    j["cells"].push_back({
-        {"variant", variant_name(c.variant)},
-        {"mode", mode_name(c.mode)},
-        {"gp_interval_us", c.gp_interval_us},
-        {"N", c.threads},
-        {"round", c.round},
-        {"bound_pages", c.bound_pages},
-        {"seconds", c.seconds},
-        {"bytes", c.bytes},
-        {"gib_per_s", c.gib_per_s},
-        {"ratio_vs_off", std::isnan(r) ? nlohmann::json() : nlohmann::json(r)},
-        {"samples", c.samples},
-        {"mean_waiting_pages", c.mean_waiting},
-        {"peak_waiting_pages", c.peak_waiting},
-        {"mean_cached_pages", c.mean_cached},
-        {"peak_cached_pages", c.peak_cached},
-        {"peak_total_pages", c.peak_total},
-        {"samples_over_bound", c.samples_over_bound},
-        {"grace_periods", c.grace_periods},
-        {"expedites", c.expedites},
-        {"gp_per_s", c.gp_per_s},
-        {"expedites_per_s", c.expedites_per_s},
-        {"idle_rss_kib", c.idle_rss_kib},
-        {"mean_rss_kib", c.mean_rss_kib},
-        {"peak_rss_kib", c.peak_rss_kib},
-        {"rss_over_bound_samples", c.rss_over_bound_samples},
-        {"minor_faults", c.minor_faults},
-        {"settle_ms", c.settle_ms},
-        {"end_rss_kib", c.end_rss_kib},
-        {"end_live_pages", c.end_live_pages},
-        {"write_alloc", c.write_alloc},
-        {"write_skipped", c.write_skipped},
-        {"limit_drains", c.limit_drains},
-    });
-  }
+  j["cells"] = cell_records(cells).json();
   return j;
 }
 

@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "alloc/page_pool.h"
+#include "tools/guarded_main.h"
 #include "tools/punch_wait.h"
+#include "tools/report.h"
 
 namespace pw = norefs::tools::punch_wait;
 
@@ -28,17 +30,6 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 
 extern "C" void on_signal(int) { g_interrupted.store(true); }
-
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "norefs_punch_wait: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
-}
 
 // The daemon next to this tool in the build tree (build/tools -> build/fs).
 std::string default_daemon() {
@@ -53,7 +44,7 @@ std::string default_daemon() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_punch_wait: N loaders fill and free their own 64 MiB file in a loop; memory "
       "waiting for a grace period, throughput and RSS per mode, in-process or through a mount"};
@@ -186,8 +177,16 @@ int main(int argc, char** argv) {
   if (!csv_path.empty()) {
     std::ostringstream os;
     pw::write_csv(os, cells);
-    ok = write_file(csv_path, os.str()) && ok;
+    ok = norefs::tools::report::write_file("norefs_punch_wait", csv_path, os.str()) && ok;
   }
-  if (!json_path.empty()) ok = write_file(json_path, pw::to_json(p, cells).dump(2) + "\n") && ok;
+  if (!json_path.empty()) {
+    ok = norefs::tools::report::write_file("norefs_punch_wait", json_path,
+                                           pw::to_json(p, cells).dump(2) + "\n") &&
+         ok;
+  }
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_punch_wait", [&] { return run(argc, argv); });
 }

@@ -194,7 +194,7 @@ ReadCheckResult run_read_check(const ReadCheckParams& p) {
       if (n < 0) {
         r.io_errors++;
         keep(r.failures, p.files[k] + ": pread at " + std::to_string(pos) + ": " +
-                             std::strerror(static_cast<int>(-n)));
+                             std::generic_category().message(static_cast<int>(-n)));
         continue;
       }
       r.bytes += static_cast<std::uint64_t>(n);
@@ -266,8 +266,8 @@ struct PunchThread {
       ssize_t got_n = pread_full(fd, got.data() + off, n, b + off);
       if (got_n < 0) {
         r.io_errors++;
-        keep(r.failures,
-             std::string("pread ") + when + ": " + std::strerror(static_cast<int>(-got_n)));
+        keep(r.failures, std::string("pread ") + when + ": " +
+                             std::generic_category().message(static_cast<int>(-got_n)));
         return;
       }
       if (static_cast<std::size_t>(got_n) != n) {
@@ -298,7 +298,8 @@ struct PunchThread {
       pattern_bytes(id(k), b, buf.data(), p.region_bytes);
       if (ssize_t w = pwrite_full(fd, buf.data(), p.region_bytes, b); w < 0) {
         r.io_errors++;
-        keep(r.failures, std::string("pwrite: ") + std::strerror(static_cast<int>(-w)));
+        keep(r.failures,
+             std::string("pwrite: ") + std::generic_category().message(static_cast<int>(-w)));
         continue;
       }
       check(k, chunks[rng() % 3], 0, 0, got, want, "after the write");
@@ -313,7 +314,8 @@ struct PunchThread {
       if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(b + from),
                       static_cast<off_t>(to - from)) != 0) {
         r.io_errors++;
-        keep(r.failures, std::string("fallocate(PUNCH_HOLE|KEEP_SIZE): ") + std::strerror(errno));
+        keep(r.failures, std::string("fallocate(PUNCH_HOLE|KEEP_SIZE): ") +
+                             std::generic_category().message(errno));
         continue;
       }
       check(k, chunks[rng() % 3], from, to, got, want, "after the punch");
@@ -344,6 +346,7 @@ PunchResult run_punch(const PunchParams& p) {
     per.push_back(std::make_unique<PunchThread>(PunchThread{p, f.fd(), t, {}, {}}));
   }
   std::vector<std::thread> threads;
+  threads.reserve(per.size());
   for (auto& pt : per) threads.emplace_back([&pt, end] { pt->run(end); });
   for (auto& th : threads) th.join();
   PunchResult sum;

@@ -45,7 +45,7 @@ struct ReadCheckParams {
   std::vector<std::string> files;
   unsigned threads = 2;
   double seconds = 1.0;
-  std::size_t max_read = 256 * 1024;  // longest read, bytes
+  std::size_t max_read = std::size_t{256} * 1024;  // longest read, bytes
   std::uint64_t seed = 1;
 };
 
@@ -72,7 +72,7 @@ struct PunchParams {
   std::string file;  // created if missing, sized to threads * regions * region_bytes
   unsigned threads = 2;
   unsigned regions_per_thread = 4;
-  std::size_t region_bytes = 64 * 1024;
+  std::size_t region_bytes = std::size_t{64} * 1024;
   double seconds = 1.0;
   std::uint64_t seed = 1;
 };

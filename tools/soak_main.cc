@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/guarded_main.h"
 #include "tools/soak_load.h"
 #include "tools/soak_monitor.h"
 
@@ -51,7 +52,7 @@ void print_failures(const std::vector<tools::SoakFailure>& v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"norefs_soak: loaders and the counter monitor of the soak (tools/soak.sh)"};
   app.require_subcommand(1);
   std::string json;
@@ -174,4 +175,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+int main(int argc, char** argv) {
+  return norefs::tools::guarded_main("norefs_soak", [&] { return run(argc, argv); });
 }

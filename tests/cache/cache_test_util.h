@@ -8,11 +8,12 @@
 // so that bytes from another file, another offset or another generation,
 // and the pool's poison (0x6b in every byte: file 0x6b), are all told apart.
 //
-// TestBacking serves a file whose content the test holds (BackingControl):
-// it starts as the pattern and the test changes it exactly as a caller of
-// PageCache must (backing first, then the cache).  It counts reads, returns
-// an injected error, and can hold reads at a gate (after copying, so that a
-// held fill carries the bytes of the moment it read).
+// TestBacking (tools::ControlledBacking) serves a file whose content the
+// test holds (BackingControl): it starts as the pattern and the test
+// changes it exactly as a caller of PageCache must (backing first, then the
+// cache).  It counts reads, returns an injected error, and can hold reads
+// at a gate (after copying, so that a held fill carries the bytes of the
+// moment it read).
 //
 // Timing rule (tests/alloc/test_util.h): waits are bounded only so that a
 // broken cache fails instead of hanging; no pass depends on timing.
@@ -43,6 +44,7 @@
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
 #include "cache/sync_point.h"
+#include "tools/backings.h"
 
 namespace norefs::cache::test {
 
@@ -111,112 +113,10 @@ inline ::testing::AssertionResult same_bytes(const Bytes& got, const Bytes& want
          << std::to_integer<int>(want[first]);
 }
 
-// The backing file as the test sees it.  Shared by the test and the
-// TestBacking the cache owns (which may outlive the test's last look).
-struct BackingControl {
-  std::mutex mu;
-  Bytes bytes;                // the file; its length is the file's size.  Guarded by mu
-  std::atomic<int> error{0};  // returned by every read while nonzero (-EIO)
-  // A read whose range covers this page fails with -EIO as a whole (a bad
-  // sector under a bio); ~0: none.
-  std::atomic<std::uint64_t> bad_page{~std::uint64_t{0}};
-  std::atomic<std::uint64_t> reads{0};
-  std::condition_variable cv;
-  bool gate_closed = false;  // guarded by mu
-  int gate_held = 0;         // reads waiting at the gate; guarded by mu
-
-  void set_pattern(std::uint32_t file, std::uint64_t size, std::uint32_t gen) {
-    std::lock_guard lk(mu);
-    bytes = pattern(file, 0, size, gen);
-  }
-  std::uint64_t size() {
-    std::lock_guard lk(mu);
-    return bytes.size();
-  }
-  // Bytes [off, off+len) clipped to `size` (the cache's i_size), as a read
-  // of the file should return them.
-  Bytes expect(std::uint64_t off, std::size_t len, std::uint64_t size) {
-    std::lock_guard lk(mu);
-    std::uint64_t end = std::min<std::uint64_t>(off + len, size);
-    Bytes b(end > off ? end - off : 0, std::byte{0});
-    for (std::uint64_t o = off; o < end && o < bytes.size();) {
-      std::uint64_t n = std::min<std::uint64_t>(end, bytes.size()) - o;
-      std::memcpy(b.data() + (o - off), bytes.data() + o, n);
-      o += n;
-    }
-    return b;
-  }
-  // pwrite(): grows the file (zero gap) if it ends past the end.
-  void write(std::uint64_t off, const Bytes& data) {
-    std::lock_guard lk(mu);
-    if (off + data.size() > bytes.size()) bytes.resize(off + data.size());
-    std::copy(data.begin(), data.end(), bytes.begin() + static_cast<std::ptrdiff_t>(off));
-  }
-  // ftruncate(): zero-fills when it grows.
-  void resize(std::uint64_t size) {
-    std::lock_guard lk(mu);
-    bytes.resize(size);
-  }
-  // fallocate(PUNCH_HOLE | KEEP_SIZE).
-  void zero(std::uint64_t off, std::uint64_t len) {
-    std::lock_guard lk(mu);
-    for (std::uint64_t o = off; o < bytes.size() && o - off < len; o++) bytes[o] = std::byte{0};
-  }
-
-  void close_gate() {
-    std::lock_guard lk(mu);
-    gate_closed = true;
-  }
-  void open_gate() {
-    {
-      std::lock_guard lk(mu);
-      gate_closed = false;
-    }
-    cv.notify_all();
-  }
-  int held() {
-    std::lock_guard lk(mu);
-    return gate_held;
-  }
-};
-
-class TestBacking final : public Backing {
- public:
-  explicit TestBacking(std::shared_ptr<BackingControl> c) : c_(std::move(c)) {}
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    c_->reads.fetch_add(1, std::memory_order_relaxed);
-    if (int e = c_->error.load(std::memory_order_relaxed)) return e;
-    std::uint64_t len = 0;
-    for (int i = 0; i < iovcnt; i++) len += iov[i].iov_len;
-    const std::uint64_t bad = c_->bad_page.load(std::memory_order_relaxed);
-    if (bad != ~std::uint64_t{0} && len > 0 && offset <= (bad + 1) * kPageSize - 1 &&
-        bad * kPageSize < offset + len) {
-      return -EIO;
-    }
-    std::unique_lock lk(c_->mu);
-    ssize_t n = 0;
-    std::uint64_t o = offset;
-    for (int i = 0; i < iovcnt && o < c_->bytes.size(); i++) {
-      std::size_t k = std::min<std::uint64_t>(iov[i].iov_len, c_->bytes.size() - o);
-      std::memcpy(iov[i].iov_base, c_->bytes.data() + o, k);
-      o += k;
-      n += static_cast<ssize_t>(k);
-    }
-    if (c_->gate_closed) {
-      c_->gate_held++;
-      c_->cv.notify_all();
-      c_->cv.wait(lk, [&] { return !c_->gate_closed; });
-      c_->gate_held--;
-      // An error injected while the read was held fails it (a slow I/O
-      // that ends in an error).
-      if (int e = c_->error.load(std::memory_order_relaxed)) return e;
-    }
-    return n;
-  }
-
- private:
-  std::shared_ptr<BackingControl> c_;
-};
+// The backing file as the test sees it, and the backing over it that the
+// cache owns: the tools' (tools/backings.h), with its fault injection.
+using BackingControl = tools::BackingControl;
+using TestBacking = tools::ControlledBacking;
 
 // A cached file with one handle, over a TestBacking.  Declare after the
 // PageCache: it must go first.
@@ -226,7 +126,7 @@ struct TestFile {
   std::unique_ptr<FileHandle> h;
 
   TestFile(PageCache& cache, std::uint32_t id, std::uint64_t size, std::uint32_t gen = 0) {
-    ctl->set_pattern(id, size, gen);
+    ctl->set_bytes(pattern(id, 0, size, gen));
     f = cache.open_file(std::make_unique<TestBacking>(ctl), size);
     h = std::make_unique<FileHandle>(f);
   }

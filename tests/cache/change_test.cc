@@ -272,7 +272,7 @@ TEST(InvalidateTest, RangeThenAll) {
   ASSERT_EQ(cache.prefetch(*tf.f, 0, size), 4);
 
   // The backing file changes from outside: the cache still has generation 0.
-  tf.ctl->set_pattern(1, size, 1);
+  tf.ctl->set_bytes(pattern(1, 0, size, 1));
   EXPECT_TRUE(same_bytes(read_bytes(cache, *tf.h, 0, size), pattern(1, 0, size, 0)));
 
   auto before = cache.counters();
@@ -295,7 +295,7 @@ TEST(SetSizeTest, GrowAndShrinkWithoutTouchingPages) {
   ASSERT_EQ(cache.prefetch(*tf.f, 0, 2 * P), 2);
 
   // Grown from outside, with new bytes in the old range too.
-  tf.ctl->set_pattern(1, 3 * P + 10, 1);
+  tf.ctl->set_bytes(pattern(1, 0, 3 * P + 10, 1));
   cache.invalidate(*tf.f);
   cache.set_size(*tf.f, 3 * P + 10);
   EXPECT_EQ(tf.f->size(), 3 * P + 10);

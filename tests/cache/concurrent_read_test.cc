@@ -77,36 +77,31 @@ struct WordFile {
   std::atomic<std::uint64_t> committed_size;
 };
 
-class WordBacking final : public Backing {
- public:
-  explicit WordBacking(std::shared_ptr<WordFile> f) : f_(std::move(f)) {}
-  ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override {
-    const std::uint64_t size = f_->size.load(std::memory_order_relaxed);
-    std::uint64_t o = offset;
-    for (int i = 0; i < iovcnt; i++) {
-      auto* dst = static_cast<std::byte*>(iov[i].iov_base);
-      std::size_t k = 0;
-      while (k < iov[i].iov_len && o < size) {
-        std::uint64_t v = f_->words[o / 8].load(std::memory_order_relaxed);
-        if (o % 8 == 0 && iov[i].iov_len - k >= 8 && o + 8 <= size) {
-          std::memcpy(dst + k, &v, 8);
-          k += 8;
-          o += 8;
-        } else {
-          dst[k++] = static_cast<std::byte>(v >> (8 * (o % 8)));
-          o++;
+// The file's words as they are now, whole 8-byte loads and stores where
+// aligned; the size is read at each read.  Relaxed: a fill may race the
+// writer (that is the point); each word is read whole, and which version it
+// gets is checked against the model, not ordered by these loads.
+std::unique_ptr<Backing> word_backing(std::shared_ptr<WordFile> f) {
+  return std::make_unique<tools::GeneratedBacking>(
+      [f] { return f->size.load(std::memory_order_relaxed); },
+      [f](std::uint64_t o, std::byte* dst, std::size_t n) {
+        std::size_t k = 0;
+        while (k < n) {
+          std::uint64_t v = f->words[o / 8].load(std::memory_order_relaxed);
+          if (o % 8 == 0 && n - k >= 8) {
+            std::memcpy(dst + k, &v, 8);
+            k += 8;
+            o += 8;
+          } else {
+            dst[k++] = static_cast<std::byte>(v >> (8 * (o % 8)));
+            o++;
+          }
         }
-      }
-    }
-    // Let the writer in between this read and the fill's publication: a
-    // fill that read bytes a change then made stale must not publish them.
-    std::this_thread::yield();
-    return static_cast<ssize_t>(o - offset);
-  }
-
- private:
-  std::shared_ptr<WordFile> f_;
-};
+        // Let the writer in between this read and the fill's publication: a
+        // fill that read bytes a change then made stale must not publish them.
+        std::this_thread::yield();
+      });
+}
 
 enum class Kind : std::uint8_t { write, zero, resize, other };
 struct Op {
@@ -139,7 +134,7 @@ TEST_P(ConcurrentReadTest, EveryWordWasTheFilesAtSomeMoment) {
                                      std::make_shared<WordFile>(0x22, 33 * P + 8)};
   std::shared_ptr<CachedFile> files[2];
   for (int i = 0; i < 2; i++) {
-    files[i] = cache.open_file(std::make_unique<WordBacking>(wf[i]), wf[i]->size.load());
+    files[i] = cache.open_file(word_backing(wf[i]), wf[i]->size.load());
   }
 
   std::vector<Op> log(kOps + 1);
