@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The whole test suite: install what is missing, check the formatting, then
-# build and run every test in a release build, an AddressSanitizer+UBSan
-# build and a ThreadSanitizer build.  Exits non-zero if the formatting, any
-# build or any test fails.  NOREFS_TIDY=1 also runs clang-tidy on the
-# product code after the release build (tools/tidy.sh; off by default: it
-# takes minutes, see docs/testing.md).
+# build and run every test in a release build, run the curated clang-tidy on
+# the product code (alloc/ cache/ fs/) with the release build's compile
+# commands, then build and run every test in an AddressSanitizer+UBSan build
+# and a ThreadSanitizer build.  Exits non-zero if the formatting, the lint,
+# any build or any test fails.  NOREFS_TIDY=0 skips the lint (a developer's
+# quicker run; CI never sets it), NOREFS_TIDY=all adds tools/ (minutes more,
+# docs/testing.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/tools/setup-deps.sh"
@@ -42,9 +44,16 @@ run() {  # run NAME [cmake args...]
 # tables only (-g1): a third less compile time than -g, and enough for a
 # backtrace of a failing test.
 NOREFS_TARGETS="" run release -DNOREFS_SYNC_POINTS=ON "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-if [ "${NOREFS_TIDY:-0}" = 1 ]; then
-  echo "== clang-tidy (release build)"
-  "$root/tools/tidy.sh" "$root/build/release" || status=1
+case "${NOREFS_TIDY:-1}" in
+  0) ;;
+  all) tidy_dirs=(alloc cache fs tools) ;;
+  *) tidy_dirs=(alloc cache fs) ;;
+esac
+if [ "${NOREFS_TIDY:-1}" != 0 ]; then
+  echo "== clang-tidy (${tidy_dirs[*]}, release build)"
+  t0=$SECONDS
+  "$root/tools/tidy.sh" "$root/build/release" "${tidy_dirs[@]}" || status=1
+  echo "== clang-tidy: $((SECONDS - t0)) s"
 fi
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run asan -DNOREFS_ASAN=ON -DNOREFS_SYNC_POINTS=ON
