@@ -83,11 +83,7 @@ double mib(double pages) {
   return pages * static_cast<double>(alloc::kPageSize) / (1024.0 * 1024.0);
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+using report::fmt;
 
 }  // namespace
 

@@ -659,11 +659,7 @@ std::string format_pread_table(const PreadScalingResult& r) {
                        {"x floor", A::right},
                        {"+ns", A::right},
                        {"fast-path stops per Mread", A::left}});
-  auto fmt = [](const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return std::string(b);
-  };
+  using report::fmt;
   const PreadRow* prev = nullptr;
   for (const auto& row : r.rows) {
     if (prev &&

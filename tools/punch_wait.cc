@@ -703,11 +703,7 @@ void print_table(std::ostream& os, const Params& p, const std::vector<Cell>& cel
                        {"over B", A::right},
                        {"settle", A::right},
                        {"minflt", A::right}});
-  auto fmt = [](const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return std::string(b);
-  };
+  using report::fmt;
   auto mib = [](double pages) { return pages * kPage / kMiB; };
   for (const Cell& c : cells) {
     table.add_row(

@@ -28,6 +28,13 @@ Spread spread(const std::vector<double>& v) {
   return {median(v), *lo, *hi};
 }
 
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  // `format`: a literal of the caller's with one double conversion.
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
 std::string si(double v) {
   char buf[32];
   if (!std::isfinite(v)) return "-";

@@ -42,6 +42,8 @@ Spread spread(const std::vector<double>& v);
 // A rate for people: 65312345 -> "65.31M", 1234 -> "1.2k", 12 -> "12";
 // "-" if not finite.
 std::string si(double v);
+// One number through a printf format that takes a double: fmt("%.1f", v).
+std::string fmt(const char* format, double v);
 // `v` if finite, else JSON null.
 nlohmann::json finite_or_null(double v);
 
