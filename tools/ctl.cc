@@ -20,6 +20,7 @@
 #include "cache/page_cache.h"
 
 #include "fs/control.h"
+#include "tools/report.h"
 
 namespace norefs::tools::ctl {
 namespace {
@@ -176,11 +177,7 @@ std::string percent(const std::optional<double>& v) {
   return b;
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
+using report::fmt;
 
 }  // namespace
 
