@@ -47,13 +47,25 @@ bool interrupted(const ReadOptions& opt) {
 }
 
 // Why the fast path may not take this page, by the flags of one acquire
-// load; kCount if it may.
-Stop page_stop(std::uint64_t s) {
+// load; kCount if it may.  The common answer is one mask and one compare:
+// uptodate, no readahead mark, not drop-behind, and referenced and active
+// (so that marking it accessed changes nothing: pg::mark_accessed_is_noop()
+// without drop-behind).  Anything else finds its reason in page_stop_slow().
+Stop page_stop_slow(std::uint64_t s) {
   if (!(s & pg::kUptodate)) return Stop::not_uptodate;
   if (s & pg::kReadahead) return Stop::readahead;
   if (s & pg::kDropBehind) return Stop::drop_behind;
   if (!pg::mark_accessed_is_noop(s)) return Stop::accessed;
   return Stop::kCount;
+}
+
+inline Stop page_stop(std::uint64_t s) {
+  constexpr std::uint64_t kMask =
+      pg::kUptodate | pg::kReadahead | pg::kDropBehind | pg::kReferenced | pg::kActive;
+  constexpr std::uint64_t kServe = pg::kUptodate | pg::kReferenced | pg::kActive;
+  if ((s & kMask) == kServe) [[likely]]
+    return Stop::kCount;
+  return page_stop_slow(s);
 }
 
 }  // namespace
