@@ -685,8 +685,7 @@ double ratio(const std::vector<Cell>& cells, const Cell& c) {
 }
 }  // namespace
 
-void print_table(std::ostream& os, const Params& p, const std::vector<Cell>& cells) {
-  (void)p;
+void print_table(std::ostream& os, const std::vector<Cell>& cells) {
   using A = report::Table::Align;
   report::Table table({{"variant", A::left},
                        {"mode", A::left},

@@ -120,7 +120,7 @@ std::vector<Cell> run(const Params& p);
 std::string describe(const Params& p);
 // The table: one row per cell, ratios against defer=off of the same
 // (variant, gp interval, N, round).
-void print_table(std::ostream& os, const Params& p, const std::vector<Cell>& cells);
+void print_table(std::ostream& os, const std::vector<Cell>& cells);
 void write_csv(std::ostream& os, const std::vector<Cell>& cells);
 nlohmann::json to_json(const Params& p, const std::vector<Cell>& cells);
 

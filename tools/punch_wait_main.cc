@@ -168,7 +168,7 @@ static int run(int argc, char** argv) {
     std::fprintf(stderr, "norefs_punch_wait: %s\n", e.what());
     return 1;
   }
-  pw::print_table(std::cout, p, cells);
+  pw::print_table(std::cout, cells);
   bool ok = true;
   if (samples.is_open()) {
     samples.close();

@@ -239,11 +239,11 @@ TEST_P(MapSharedTest, InterleavedWithReadWriteAndTruncate) {
 
 INSTANTIATE_TEST_SUITE_P(ReadPaths, MapSharedTest,
                          ::testing::Values("noref", "ref", "ref-fetchadd", "stackcopy"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
                              if (c == '-') c = '_';
-                           return n;
+                           return name;
                          });
 
 TEST_F(MmapTest, ExecCopiedBinaries) {
