@@ -92,8 +92,13 @@ struct Cell {
   double mean_waiting = 0;         // pages
   std::uint64_t peak_waiting = 0;  // pages
   double mean_cached = 0;
-  std::uint64_t peak_cached = 0, peak_total = 0;  // pages; total = cached + waiting
-  std::uint64_t samples_over_bound = 0;           // samples with cached + waiting > bound
+  // Pages; total = cached + waiting, two reads and not one snapshot: a page
+  // recycled between them counts twice (Sampler::loop in punch_wait.cc).
+  std::uint64_t peak_cached = 0, peak_total = 0;
+  // Pages not back in the arena (cached, held, waiting), a lower bound per
+  // sample (alloc::sum_live_lower_bound()): what the bound is enforced on.
+  std::uint64_t peak_live = 0;
+  std::uint64_t samples_over_bound = 0;  // samples with peak_live's measure > bound
   std::uint64_t grace_periods = 0, expedites = 0;
   double gp_per_s = 0, expedites_per_s = 0;
   std::uint64_t idle_rss_kib = 0, peak_rss_kib = 0;
