@@ -5,6 +5,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1
 shift
+# The test binaries use precompiled headers (CMakeLists.txt:
+# norefs_test_code()); ccache caches their files only with these (a no-op
+# without ccache).
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 ||
   { cat "$dir.configure.log" >&2; exit 1; }
 # NOREFS_TARGETS: build only these targets (tools/test.sh: the test binaries
