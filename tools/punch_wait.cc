@@ -734,9 +734,9 @@ void print_table(std::ostream& os, const std::vector<Cell>& cells) {
   os << table.str()
      << "(MiB waiting: mean and peak of the 2 ms samples; x off: GiB/s against defer=off of the\n"
         " same variant, gp interval, N and round; peak c+w: cached + waiting, MiB; over B:\n"
-        " samples with more pages out of the arena than the bound; settle: ms after the load until "
-        "RSS\n"
-        " <= live pages + idle RSS + slack; minflt: minor faults of the cache's process)\n";
+        " samples with more pages out of the arena than the bound; settle: ms after the load\n"
+        " until RSS <= live pages + idle RSS + slack; minflt: minor faults of the cache's\n"
+        " process)\n";
 }
 
 namespace {

@@ -98,7 +98,7 @@ struct Cell {
   // Pages not back in the arena (cached, held, waiting), a lower bound per
   // sample (alloc::sum_live_lower_bound()): what the bound is enforced on.
   std::uint64_t peak_live = 0;
-  std::uint64_t samples_over_bound = 0;  // samples with peak_live's measure > bound
+  std::uint64_t samples_over_bound = 0;  // samples whose live pages exceed the bound
   std::uint64_t grace_periods = 0, expedites = 0;
   double gp_per_s = 0, expedites_per_s = 0;
   std::uint64_t idle_rss_kib = 0, peak_rss_kib = 0;
