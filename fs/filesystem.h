@@ -37,11 +37,15 @@ struct Handle {
 
 // An open regular file.
 struct OpenFile final : Handle {
-  OpenFile(int fd_, int flags_, Inode* inode_) : fd(fd_), flags(flags_), inode(inode_) {}
+  OpenFile(int fd_, int flags_, Inode* inode_, bool kernel_paged_)
+      : fd(fd_), flags(flags_), inode(inode_), kernel_paged(kernel_paged_) {}
   ~OpenFile() override;
   const int fd;     // the backing file, opened with the client's access mode and flags
   const int flags;  // as opened (O_APPEND decides where writes go)
   Inode* const inode;
+  // Opened without direct_io: the kernel's page cache serves this handle's
+  // reads and takes its writes (ops_file.cc, "Opening").
+  const bool kernel_paged;
   // Per-handle readahead state over the inode's CachedFile; empty when the
   // file is served uncached (cache=off, or its read-only fd failed).
   std::optional<cache::FileHandle> ch;

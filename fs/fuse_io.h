@@ -11,9 +11,9 @@
 // itself, so programs that map files for writing break on the default
 // mount.  With the flag the kernel serves a shared mapping from its own page
 // cache of the file (filled through FUSE_READ, written back through
-// FUSE_WRITE, both served by our cache as usual), writes back and
-// invalidates the mapped range around every direct write, and keeps
-// ordinary read()/write() on the direct path.
+// FUSE_WRITE, both served by our cache as usual), and keeps read() on the
+// direct path; writes never take it (fs/ops_file.cc, "Opening": a direct
+// write racing a store to the mapping loses the write).
 //
 // How, and why it is the least fragile way we found.  libfuse 3.13+ lets a
 // daemon supply the functions that move bytes to and from /dev/fuse

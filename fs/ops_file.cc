@@ -11,13 +11,27 @@
 // backing file as far as our own changes go.  Changes from outside are
 // caught at open and at getattr (close-to-open, Filesystem::check_locked).
 //
-// Opening.  direct_io by default, so every read reaches our cache.  That
-// keeps MAP_PRIVATE mappings and exec working (the kernel reads those pages
-// through FUSE_READ), but MAP_SHARED on a direct_io file fails with ENODEV:
-// the kernel allows shared mappings of direct_io files only with
-// FUSE_DIRECT_IO_ALLOW_MMAP (kernel 6.6), which libfuse 3.14 cannot
-// negotiate.  With -o kernel_cache: no direct_io, keep_cache unless the
-// file changed from outside; shared mappings work there.
+// Opening.  A read-only open gets direct_io, so that every read through it
+// reaches our cache; MAP_PRIVATE mappings and exec work (the kernel reads
+// those pages through FUSE_READ), and so do shared mappings, with
+// FUSE_DIRECT_IO_ALLOW_MMAP (fs/fuse_io.h).  An open that may write does
+// not: its writes go through the kernel's page cache, and its reads come
+// from there too (keep_cache unless the file changed from outside, as with
+// -o kernel_cache, where no open gets direct_io).
+//
+// Why writes never go direct.  A direct write is not ordered against the
+// page cache that serves a shared mapping of the same file: the kernel
+// writes back and drops the written range before it sends FUSE_WRITE
+// (fuse_direct_io()), not after, so a store to the mapping in between
+// faults the page back in through a FUSE_READ that we may answer before
+// the write reaches us.  The page then holds the old bytes where the write
+// went, the mapping shows them, and the page's writeback puts them back
+// over the write: a lost write (xfstests generic/346; 4 runs of 10 here,
+// tests/fs/coherence_mmap_test.cc).  We cannot order it: the FUSE_READ
+// came first.  A write through the page cache copies into the very page
+// the mapping uses, under the page lock, so the two always merge.  What it
+// costs (reads through a writable handle come from the kernel's cache, not
+// ours; each write also copies into a kernel page): docs/permissions.md.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/stat.h>
@@ -212,7 +226,7 @@ int do_read(fuse_req_t req, std::size_t size, off_t off, fuse_file_info* fi) {
   // zero the rest of the page and shrink i_size): an interrupted short read
   // is answered EINTR there.  Through direct_io it reaches the reader as a
   // short read, which is what an interrupted read(2) returns.
-  if (interrupted && fs.opts().kernel_cache && static_cast<std::size_t>(n) < size &&
+  if (interrupted && of.kernel_paged && static_cast<std::size_t>(n) < size &&
       pos + static_cast<std::uint64_t>(n) < of.ch->file().size()) {
     return EINTR;
   }
@@ -269,9 +283,12 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
     if (fd >= 0) close(fd);
     return err;
   }
+  // See "Opening" at the top.  Without a cache (cache=off) nothing tells
+  // us whether the file changed since the kernel cached it: never keep.
+  const bool kernel_paged = fs.opts().kernel_cache || (flags & O_ACCMODE) != O_RDONLY;
   std::unique_ptr<OpenFile> of;
   try {
-    of = std::make_unique<OpenFile>(fd, flags, &in);
+    of = std::make_unique<OpenFile>(fd, flags, &in, kernel_paged);
   } catch (...) {
     close(fd);
     throw;
@@ -280,13 +297,8 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
   fs.track(of.get());  // may throw (bad_alloc): before anything that needs undoing
   fs.inodes().open_ref(&in);
   fi->fh = reinterpret_cast<std::uintptr_t>(of.get());
-  if (fs.opts().kernel_cache) {
-    fi->direct_io = 0;
-    fi->keep_cache = changed ? 0 : 1;
-  } else {
-    fi->direct_io = 1;
-    fi->keep_cache = 0;
-  }
+  fi->direct_io = kernel_paged ? 0 : 1;
+  fi->keep_cache = kernel_paged && fs.caching() && !changed ? 1 : 0;
   OpenFile* raw = of.release();
   int r = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
   if (r == -ENOENT) drop_handle(fs, raw);  // the opener is gone: no release follows
