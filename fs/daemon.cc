@@ -151,6 +151,7 @@ int run(const ParseResult& pr) {
       fuse_session_new(&args, &Filesystem::operations(), sizeof(fuse_lowlevel_ops), &fs);
   fuse_opt_free_args(&args);  // what libfuse added to it while parsing
   if (!se) return kExitUsage;
+  fs.set_session(se);
   int status = kExitFailure;
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);

@@ -87,6 +87,11 @@ class Filesystem {
   void track(Handle* h);
   void untrack(Handle* h);
 
+  // The session, for notifications to the kernel (set once, before the
+  // loop starts).
+  void set_session(fuse_session* se) { se_ = se; }
+  fuse_session* session() const { return se_; }
+
   // ── Coherence (close-to-open) ── Context for all: in.writer_mu held.
   // Makes in.cached exist for a regular file if caching is on, then does
   // check_locked().  Returns true if the kernel's own cache of the file
@@ -106,6 +111,7 @@ class Filesystem {
   void set_stamp_locked(Inode& in, const struct stat& st);
 
   const Options opts_;
+  fuse_session* se_ = nullptr;
   InodeTable inodes_;
   std::unique_ptr<cache::PageCache> cache_;
   std::mutex handles_mu_;

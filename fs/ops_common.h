@@ -41,6 +41,21 @@ inline DirHandle* dir_of(const fuse_file_info* fi) {
   return reinterpret_cast<DirHandle*>(static_cast<std::uintptr_t>(fi->fh));
 }
 
+// Tells the kernel to forget its cached attributes (and ACLs) of `in`, so
+// that the next stat asks us.  For a change whose effect on the mode the
+// kernel does not foresee: a write, fallocate or copy_file_range that made
+// the backing filesystem clear setuid/setgid, an ACL that rewrote the mode.
+// The kernel invalidates only size and times after a write and only ctime
+// after setxattr, and a stat that asks for the mode alone (statx with
+// STATX_MODE: `stat -c %a`) would show the old bits for coherence_timeout
+// seconds; a setuid bit shown after the write cleared it is one that exec
+// would honour on a suid mount.  Called before the reply; no page is
+// touched (offset -1), so it cannot wait on a request of ours.
+inline void invalidate_kernel_attrs(fuse_req_t req, Inode* in) {
+  Filesystem& fs = fs_of(req);
+  if (fs.session()) (void)fuse_lowlevel_notify_inval_inode(fs.session(), ino_of(fs, in), -1, 0);
+}
+
 // Names come from the kernel as single components; refuse anything that
 // could walk elsewhere (the kernel never sends these without
 // FUSE_CAP_EXPORT_SUPPORT, which we do not ask for).

@@ -183,9 +183,11 @@ void sfs_statfs(fuse_req_t req, fuse_ino_t ino) {
 // and open nothing, so a FIFO does not block. ──
 
 // A change of xattrs changes ctime: done under the writer lock and
-// restamped for a cached file.
+// restamped for a cached file.  An ACL may rewrite the mode (the access
+// ACL's owner, group and other entries are the mode bits): the kernel's
+// cached attributes are dropped before the reply (invalidate_kernel_attrs()).
 template <class Change>
-int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& op) {
+int change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, Change&& op) {
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
   ProcPath p(in.fd);
@@ -195,6 +197,7 @@ int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& op) {
   int err = as_caller(req, [&] { return op(p.c_str()) == 0 ? 0 : last_errno(); });
   change.finish();
   if (err) return err;
+  if (std::strncmp(name, "system.posix_acl_", 17) == 0) invalidate_kernel_attrs(req, &in);
   fuse_reply_err(req, 0);
   return 0;
 }
@@ -202,14 +205,14 @@ int change_xattr(fuse_req_t req, fuse_ino_t ino, Change&& op) {
 void sfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                   int flags) {
   reply_errno(req, [&] {
-    return change_xattr(req, ino,
+    return change_xattr(req, ino, name,
                         [&](const char* path) { return setxattr(path, name, value, size, flags); });
   });
 }
 
 void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   reply_errno(req, [&] {
-    return change_xattr(req, ino, [&](const char* path) { return removexattr(path, name); });
+    return change_xattr(req, ino, name, [&](const char* path) { return removexattr(path, name); });
   });
 }
 

@@ -421,12 +421,17 @@ void sfs_fsync(fuse_req_t req, fuse_ino_t /*ino*/, int datasync, fuse_file_info*
 // (and libfuse 3.14 cannot negotiate FUSE_HANDLE_KILLPRIV).  Every other
 // change runs without a switch: the handle's fd was opened as the caller,
 // and the kernel checks nothing more on write.  Context: in.writer_mu held.
+// When the bits went, the kernel's cached attributes are told before the
+// reply (invalidate_kernel_attrs()).
 template <class F>
 int change_as_writer(fuse_req_t req, Inode& in, int fd, F&& body) {
   if (!in.setid.load(std::memory_order_relaxed)) return body();
   int err = as_caller(req, body);
   struct stat st {};
-  if (fstat(fd, &st) == 0) in.note_mode(st.st_mode);
+  if (fstat(fd, &st) == 0) {
+    in.note_mode(st.st_mode);
+    if (!(st.st_mode & (S_ISUID | S_ISGID))) invalidate_kernel_attrs(req, &in);
+  }
   return err;
 }
 
