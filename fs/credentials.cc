@@ -2,8 +2,14 @@
 #include "fs/credentials.h"
 
 #include <linux/capability.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
 
 #include <cerrno>
 #include <string>
@@ -143,6 +149,33 @@ void ActAsCaller::restore() noexcept {
                  "cannot restore the daemon's groups");
     switched_ = false;
   }
+}
+
+CallerUmask::CallerUmask(fuse_req_t req, bool dont_mask, mode_t* mode) {
+  if (!dont_mask) return;  // the kernel masked the mode already
+  const mode_t mask = fuse_req_ctx(req)->umask & 0777;
+  // -1: unshare failed on this thread; 1: this thread's umask is its own.
+  thread_local int own_fs = 0;
+  if (own_fs == 0) {
+    own_fs = unshare(CLONE_FS) == 0 ? 1 : -1;
+    static std::atomic<bool> said{false};
+    if (own_fs < 0 && !said.exchange(true)) {
+      std::fprintf(stderr,
+                   "norefs: unshare(CLONE_FS) failed (%s): the umask is applied without "
+                   "regard to default ACLs\n",
+                   std::strerror(errno));
+    }
+  }
+  if (own_fs < 0) {
+    *mode &= ~mask;
+    return;
+  }
+  umask(mask);
+  set_ = true;
+}
+
+CallerUmask::~CallerUmask() {
+  if (set_) umask(0);
 }
 
 }  // namespace norefs::fs

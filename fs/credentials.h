@@ -85,6 +85,26 @@ class ActAsCaller {
   bool dropped_caps_ = false;  // effective capabilities cleared
 };
 
+// The request's umask for one create (create, mknod, mkdir), when the
+// kernel leaves it to us (FUSE_CAP_DONT_MASK: Filesystem::dont_mask()).
+// The backing filesystem then applies it as it would for a local process:
+// not at all under a parent's default ACL, which replaces it.  The umask is
+// per process, so each worker thread gets its own filesystem context
+// (unshare(CLONE_FS), once per thread, the first time it creates) and sets
+// the request's umask for the scope; the daemon's own is 0 (fs/daemon.cc).
+// If the unshare fails, the scope masks `*mode` itself instead: what the
+// kernel did before, minus the default-ACL rule.
+class CallerUmask {
+ public:
+  CallerUmask(fuse_req_t req, bool dont_mask, mode_t* mode);
+  ~CallerUmask();
+  CallerUmask(const CallerUmask&) = delete;
+  CallerUmask& operator=(const CallerUmask&) = delete;
+
+ private:
+  bool set_ = false;
+};
+
 // Runs `body` as the caller: returns ActAsCaller's errno if the switch
 // failed, else what `body` returns.
 template <class F>

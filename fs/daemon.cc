@@ -28,11 +28,21 @@ namespace norefs::fs {
 namespace {
 
 // One fd per inode the kernel knows (passthrough_hp does the same).
+// Each inode the kernel knows costs one descriptor (its O_PATH fd), and
+// each open handle one more, with one for the cache while the file is open
+// (fs/backing_fd.h): the soft limit goes up to the hard one, and the daemon
+// says so.  Running out is an error the caller sees (EMFILE from lookup,
+// create or open), never a wedged daemon.
 void raise_fd_limit() {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    const rlim_t was = lim.rlim_cur;
     lim.rlim_cur = lim.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &lim);
+    if (setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+      std::fprintf(stderr, "norefs: open file limit raised from %llu to %llu (the hard limit)\n",
+                   static_cast<unsigned long long>(was),
+                   static_cast<unsigned long long>(lim.rlim_max));
+    }
   }
 }
 
@@ -127,7 +137,8 @@ class Background {
 
 int run(const ParseResult& pr) {
   const Options& o = pr.opts;
-  // The kernel applies the caller's umask before a create reaches us.
+  // Creates apply the request's umask themselves (fs/credentials.h,
+  // CallerUmask), or the kernel did before the request reached us.
   umask(0);
   raise_fd_limit();
 

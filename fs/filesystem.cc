@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/backing.h"
+#include "fs/backing_fd.h"
 #include "fs/sys.h"
 
 namespace norefs::fs {
@@ -93,8 +94,12 @@ void Filesystem::set_stamp_locked(Inode& in, const struct stat& st) {
   in.stamp_ns.store(now ? now : 1, std::memory_order_relaxed);  // 0 means "no cache"
 }
 
-bool Filesystem::attach_and_check_locked(Inode& in) {
-  if (in.cached) return check_locked(in);
+bool Filesystem::attach_and_check_locked(Inode& in, int* err) {
+  *err = 0;
+  if (in.cached) {
+    if ((*err = in.backing_fd->activate()) != 0) return false;
+    return check_locked(in);
+  }
   if (!caching() || !in.is_reg()) return false;
   // The cache's own read-only fd, opened through the O_PATH fd: no path
   // walk.  If it cannot be opened (say, the daemon may not read the file),
@@ -107,8 +112,10 @@ bool Filesystem::attach_and_check_locked(Inode& in) {
     close(fd);
     return true;
   }
-  auto backing = std::make_unique<cache::FdBacking>(fd, true);
+  auto backing = std::make_unique<HandleBacking>(fd, in.fd);  // activated once, for this open
+  HandleBacking* raw = backing.get();
   in.cached = cache_->open_file(std::move(backing), static_cast<std::uint64_t>(st.st_size));
+  in.backing_fd = raw;
   set_stamp_locked(in, st);
   return true;  // new: whatever the kernel cached before is not ours to keep
 }
@@ -172,6 +179,13 @@ void sfs_init(void* userdata, fuse_conn_info* conn) {
   // mtime or size.
   if (fs->opts().kernel_cache && (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)) {
     conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+  }
+  // The umask is ours to apply (ops_entry.cc, CallerUmask): a default ACL
+  // on the parent directory replaces it, which only the backing
+  // filesystem knows.
+  if (conn->capable & FUSE_CAP_DONT_MASK) {
+    conn->want |= FUSE_CAP_DONT_MASK;
+    fs->set_dont_mask(true);
   }
   conn->time_gran = 1;
 }

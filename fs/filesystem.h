@@ -46,6 +46,9 @@ struct OpenFile final : Handle {
   // Opened without direct_io: the kernel's page cache serves this handle's
   // reads and takes its writes (ops_file.cc, "Opening").
   const bool kernel_paged;
+  // The cache's backing descriptor, activated for this handle (fs/backing_fd.h):
+  // the destructor deactivates it.  Null when the file is served uncached.
+  HandleBacking* backing = nullptr;
   // Per-handle readahead state over the inode's CachedFile; empty when the
   // file is served uncached (cache=off, or its read-only fd failed).
   std::optional<cache::FileHandle> ch;
@@ -91,12 +94,22 @@ class Filesystem {
   // loop starts).
   void set_session(fuse_session* se) { se_ = se; }
   fuse_session* session() const { return se_; }
+  // Whether the kernel leaves the umask to us (FUSE_CAP_DONT_MASK, set at
+  // INIT, before any request): creates then apply the request's umask
+  // themselves, so that a default ACL on the parent replaces it as on a
+  // local filesystem (ops_entry.cc, CallerUmask).
+  bool dont_mask() const { return dont_mask_; }
+  void set_dont_mask(bool on) { dont_mask_ = on; }
 
   // ── Coherence (close-to-open) ── Context for all: in.writer_mu held.
-  // Makes in.cached exist for a regular file if caching is on, then does
+  // For an open of a regular file, if caching is on: makes in.cached exist
+  // and its backing descriptor open for one more handle (HandleBacking::
+  // activate(); the handle's release deactivates it), then does
   // check_locked().  Returns true if the kernel's own cache of the file
   // must be dropped too (the file changed, or its CachedFile is new).
-  bool attach_and_check_locked(Inode& in);
+  // `*err`: the errno if the descriptor could not be reopened (EMFILE...):
+  // the open fails.
+  bool attach_and_check_locked(Inode& in, int* err);
   // If in.cached exists: compares the backing file with in.stamp; if it
   // changed from outside, drops every cached page and takes the new size
   // (PageCache::invalidate + set_size).  Returns true if it changed.
@@ -112,6 +125,7 @@ class Filesystem {
 
   const Options opts_;
   fuse_session* se_ = nullptr;
+  bool dont_mask_ = false;
   InodeTable inodes_;
   std::unique_ptr<cache::PageCache> cache_;
   std::mutex handles_mu_;

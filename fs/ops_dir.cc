@@ -182,19 +182,43 @@ void sfs_statfs(fuse_req_t req, fuse_ino_t ino) {
 // reach the O_PATH fd's inode itself (the magic link is a jump, not a walk)
 // and open nothing, so a FIFO does not block. ──
 
+// Whether a refused removal of `name` is the kernel dropping a file
+// capability before a change by this caller (security_inode_killpriv(),
+// from file_remove_privs() before fallocate, or before a write through the
+// page cache): security.capability, asked by a caller who may write the
+// file.  libfuse 3.14 cannot negotiate FUSE_HANDLE_KILLPRIV, so the kernel
+// sends the removal itself, as the caller, who has no CAP_SETFCAP; locally
+// the kernel removes it with no check.  Doing it as the daemon grants
+// nothing new: whoever may write the file drops the capability by writing
+// one byte (as ops_entry.cc's is_setid_clearing() for setuid/setgid).
+// Context: acting as the caller.
+bool is_capability_kill(const char* name, const char* path) {
+  return std::strcmp(name, "security.capability") == 0 &&
+         faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0;
+}
+
 // A change of xattrs changes ctime: done under the writer lock and
 // restamped for a cached file.  An ACL may rewrite the mode (the access
 // ACL's owner, group and other entries are the mode bits): the kernel's
 // cached attributes are dropped before the reply (invalidate_kernel_attrs()).
+// `removal`: op removes `name` (only a removal can be the capability drop;
+// a set of security.capability as the daemon would grant one).
 template <class Change>
-int change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, Change&& op) {
+int change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, bool removal, Change&& op) {
   Filesystem& fs = fs_of(req);
   Inode& in = inode_of(req, ino);
   ProcPath p(in.fd);
   FileChange change(fs, in);
+  bool kill_cap = false;  // the kernel's capability drop, done below as the daemon
   // As the caller: user.* needs write permission, trusted.* and security.*
   // capabilities the caller does not have.
-  int err = as_caller(req, [&] { return op(p.c_str()) == 0 ? 0 : last_errno(); });
+  int err = as_caller(req, [&] {
+    if (op(p.c_str()) == 0) return 0;
+    int e = last_errno();
+    if (e == EPERM && removal && is_capability_kill(name, p.c_str())) kill_cap = true;
+    return e;
+  });
+  if (kill_cap) err = op(p.c_str()) == 0 ? 0 : last_errno();
   change.finish();
   if (err) return err;
   if (std::strncmp(name, "system.posix_acl_", 17) == 0) invalidate_kernel_attrs(req, &in);
@@ -205,14 +229,15 @@ int change_xattr(fuse_req_t req, fuse_ino_t ino, const char* name, Change&& op) 
 void sfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
                   int flags) {
   reply_errno(req, [&] {
-    return change_xattr(req, ino, name,
+    return change_xattr(req, ino, name, false,
                         [&](const char* path) { return setxattr(path, name, value, size, flags); });
   });
 }
 
 void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   reply_errno(req, [&] {
-    return change_xattr(req, ino, name, [&](const char* path) { return removexattr(path, name); });
+    return change_xattr(req, ino, name, true,
+                        [&](const char* path) { return removexattr(path, name); });
   });
 }
 

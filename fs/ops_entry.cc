@@ -239,9 +239,10 @@ void sfs_readlink(fuse_req_t req, fuse_ino_t ino) {
   reply_errno(req, [&] { return do_readlink(req, ino); });
 }
 
-// mknod, mkdir, symlink: `make` creates `name` in the parent's fd.
+// mknod, mkdir, symlink: `make(dirfd, mode)` creates `name` in the
+// parent's fd with `mode` (the request's, under its umask: CallerUmask).
 template <class Make>
-int make_node(fuse_req_t req, fuse_ino_t parent, const char* name, Make&& make) {
+int make_node(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, Make&& make) {
   if (int err = check_name(name)) return err;
   Filesystem& fs = fs_of(req);
   Inode& dir = inode_of(req, parent);
@@ -250,7 +251,10 @@ int make_node(fuse_req_t req, fuse_ino_t parent, const char* name, Make&& make) 
   // (its group: the caller's, or the directory's if that is setgid).
   ActAsCaller as(req);
   if (!as.ok()) return as.err();
-  if (make(dir.fd) != 0) return last_errno();
+  {
+    CallerUmask um(req, fs.dont_mask(), &mode);
+    if (make(dir.fd, mode) != 0) return last_errno();
+  }
   if (int err = do_lookup(fs, dir, name, &e)) return err;
   as.end();
   fuse_reply_entry(req, &e);
@@ -259,20 +263,23 @@ int make_node(fuse_req_t req, fuse_ino_t parent, const char* name, Make&& make) 
 
 void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
   reply_errno(req, [&] {
-    return make_node(req, parent, name, [&](int dfd) { return mknodat(dfd, name, mode, rdev); });
+    return make_node(req, parent, name, mode,
+                     [&](int dfd, mode_t m) { return mknodat(dfd, name, m, rdev); });
   });
 }
 
 void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   reply_errno(req, [&] {
-    return make_node(req, parent, name, [&](int dfd) { return mkdirat(dfd, name, mode); });
+    return make_node(req, parent, name, mode,
+                     [&](int dfd, mode_t m) { return mkdirat(dfd, name, m); });
   });
 }
 
 void sfs_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
   // The target is stored as given and never resolved by the daemon.
   reply_errno(req, [&] {
-    return make_node(req, parent, name, [&](int dfd) { return symlinkat(link, dfd, name); });
+    return make_node(req, parent, name, 0777,
+                     [&](int dfd, mode_t /*m*/) { return symlinkat(link, dfd, name); });
   });
 }
 

@@ -41,16 +41,24 @@
 #include <atomic>
 #include <memory>
 
+#include "fs/backing_fd.h"
 #include "fs/credentials.h"
 #include "fs/ops_common.h"
 
 namespace norefs::fs {
 
-OpenFile::~OpenFile() { close(fd); }
+OpenFile::~OpenFile() {
+  close(fd);
+  if (backing) backing->deactivate();
+}
 
 namespace {
 
 using cache::kPageSize;
+
+// The kernel's open for exec (do_open_execat()) carries __FMODE_EXEC in the
+// flags it sends; the UAPI headers do not name it.
+constexpr int kExecOpen = 040;
 
 // ── Reply modes ──
 // copy: PageCache::read into a thread-local buffer, fuse_reply_buf.
@@ -255,24 +263,45 @@ void drop_handle(Filesystem& fs, OpenFile* of) noexcept {
 int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, int flags, int fd,
                 const fuse_entry_param* e) {
   std::shared_ptr<cache::CachedFile> cf;
+  HandleBacking* active = nullptr;  // activated for this handle: deactivated with it
   bool changed = false;
   int err = 0;
   {
     std::lock_guard lk(in.writer_mu);
     // The cache's own fd and the coherence check: the daemon's work.
-    if (fs.caching() && in.is_reg()) changed = fs.attach_and_check_locked(in);
+    if (fs.caching() && in.is_reg()) {
+      changed = fs.attach_and_check_locked(in, &err);
+      if (!err) active = in.backing_fd;
+    }
     // The client's fd: as the caller, so that the backing file's modes and
     // ACLs decide, and a truncate clears setuid/setgid as for the caller.
-    err = as_caller(req, [&] {
-      if (fd < 0) {
-        ProcPath p(in.fd);
-        fd = open(p.c_str(), flags | O_CLOEXEC);  // O_TRUNC, if asked, truncates here
-        if (fd < 0) return last_errno();
-      } else if (flags & O_TRUNC) {
-        if (ftruncate(fd, 0) != 0) return last_errno();
-      }
-      return 0;
-    });
+    bool exec_open = false;  // exec of a file the caller may run but not read: below
+    if (!err)
+      err = as_caller(req, [&] {
+        if (fd < 0) {
+          ProcPath p(in.fd);
+          fd = open(p.c_str(), flags | O_CLOEXEC);  // O_TRUNC, if asked, truncates here
+          if (fd < 0 && errno == EACCES && (fi->flags & kExecOpen) &&
+              (flags & O_ACCMODE) == O_RDONLY &&
+              faccessat(AT_FDCWD, p.c_str(), X_OK, AT_EACCESS) == 0) {
+            exec_open = true;
+            return 0;
+          }
+          if (fd < 0) return last_errno();
+        } else if (flags & O_TRUNC) {
+          if (ftruncate(fd, 0) != 0) return last_errno();
+        }
+        return 0;
+      });
+    if (exec_open) {
+      // The kernel's exec reads the binary through this handle; a local
+      // exec of a 0711 file needs only execute permission, which the
+      // caller was just found to have.  The handle then reads as the
+      // daemon, for that exec alone (the kernel opens it for no read(2)).
+      ProcPath p(in.fd);
+      fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) err = last_errno();
+    }
     if (!err && (flags & O_TRUNC) && in.cached) {
       (void)fs.cache().truncate(*in.cached, 0);
       fs.restamp_locked(in);
@@ -280,6 +309,7 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
     cf = in.cached;
   }
   if (err) {
+    if (active) active->deactivate();
     if (fd >= 0) close(fd);
     return err;
   }
@@ -290,9 +320,11 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
   try {
     of = std::make_unique<OpenFile>(fd, flags, &in, kernel_paged);
   } catch (...) {
+    if (active) active->deactivate();
     close(fd);
     throw;
   }
+  of->backing = active;
   if (cf) of->ch.emplace(std::move(cf));
   fs.track(of.get());  // may throw (bad_alloc): before anything that needs undoing
   fs.inodes().open_ref(&in);
@@ -310,7 +342,7 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
 // reopening /proc/self/fd/N with O_NOFOLLOW would fail) and O_DIRECT (our
 // reads and writes use unaligned buffers; direct I/O is ours to give).
 int backing_flags(int flags) {
-  return flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+  return flags & ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | kExecOpen);
 }
 
 int do_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -351,7 +383,10 @@ int do_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   fuse_entry_param e;
   // As the caller: the new file is the caller's from the moment it exists.
   if (int err = as_caller(req, [&] {
-        fd = openat(dir.fd, name, base | O_CREAT | O_EXCL, mode);
+        {
+          CallerUmask um(req, fs.dont_mask(), &mode);
+          fd = openat(dir.fd, name, base | O_CREAT | O_EXCL, mode);
+        }
         if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL)) {
           created = false;
           fd = openat(dir.fd, name, base);

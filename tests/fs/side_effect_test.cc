@@ -2,9 +2,11 @@
 //
 // tests/fs/side_effect_test.cc — what a change does besides its own job, as
 // xfstests checks it against the kernel: setuid/setgid cleared by another
-// user's write or fallocate and seen by stat at once (generic/355, 683-685)
-// and a mode rewritten by an ACL (375).  Each is compared with the backing
-// filesystem itself.
+// user's write or fallocate and seen by stat at once (generic/355, 683-685),
+// a mode rewritten by an ACL (375), a file capability dropped by fallocate
+// (688), an exec-only file run by another user (126), and the umask under
+// a default ACL (099, 319, 444, 697).  Each is compared with the backing
+// filesystem itself, or with what the kernel does on a local directory.
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
@@ -109,6 +111,92 @@ TEST_F(SideEffectTest, AccessAclRewritesTheModeSeenAtOnce) {
   }
   ASSERT_EQ(backing_mode(b("f")), 0750u);
   EXPECT_EQ(statx_mode(m("f")), 0750u);
+}
+
+// generic/688: a file capability goes with a change by an unprivileged
+// user who may write the file, fallocate included, and the change succeeds.
+TEST_F(SideEffectTest, FallocateByAWriterDropsTheFileCapability) {
+  SKIP_UNLESS_ROOT();
+  open_tree();
+  make_file(m("f"), 0, 0666);
+  // struct vfs_cap_data, revision 2: magic_etc, then permitted/inheritable
+  // pairs; CAP_NET_RAW (13) permitted, not effective.
+  std::uint32_t cap[5] = {0x02000000, 1u << 13, 0, 0, 0};
+  if (::setxattr(b("f").c_str(), "security.capability", cap, sizeof cap, 0) != 0) {
+    GTEST_SKIP() << "cannot set security.capability here: " << errno_name(errno);
+  }
+  RunResult r = as_user("fallocate", m("f"));
+  EXPECT_TRUE(r.exited(0)) << describe_status(r.status) << ": " << r.output;
+  char buf[64];
+  EXPECT_LT(::getxattr(b("f").c_str(), "security.capability", buf, sizeof buf), 0)
+      << "the capability survived";
+  EXPECT_EQ(errno, ENODATA);
+}
+
+// A plain user may not set a capability through the mount, even on a file
+// it may write (only the kernel's removal is done for it).
+TEST_F(SideEffectTest, AWriterCannotSetACapability) {
+  SKIP_UNLESS_ROOT();
+  open_tree();
+  make_file(m("f"), kUser, 0644);
+  RunResult r = run({NOREFS_HELPER_AS_USER, std::to_string(kUser), "setcap", m("f")}, 30s);
+  EXPECT_FALSE(r.exited(0)) << r.output;
+  char buf[64];
+  EXPECT_LT(::getxattr(b("f").c_str(), "security.capability", buf, sizeof buf), 0);
+}
+
+// generic/126: a file with execute permission but no read permission for
+// the caller runs, as on a local filesystem.
+TEST_F(SideEffectTest, ExecOnlyFileRunsForAnotherUser) {
+  SKIP_UNLESS_ROOT();
+  open_tree();
+  write_file(m("t"), read_file("/bin/true"), 0755);
+  ASSERT_SYS(::chmod(m("t").c_str(), 0711));
+  RunResult r = as_user("exec", m("t"));
+  EXPECT_TRUE(r.exited(0)) << describe_status(r.status) << ": " << r.output;
+  // And reading it is still refused.
+  RunResult rd = as_user("read", m("t"));
+  EXPECT_FALSE(rd.exited(0)) << rd.output;
+  EXPECT_NE(rd.output.find("EACCES"), std::string::npos) << rd.output;
+}
+
+// generic/099 and friends: under a directory with a default ACL the umask
+// is not applied; elsewhere it is.  The same steps in a local directory
+// (the backing filesystem's own, beside the backing tree) give the modes
+// to expect.
+TEST_F(SideEffectTest, UmaskUnderADefaultAclAsLocally) {
+  SKIP_UNLESS_ROOT();
+  const std::string acl = acl_xattr({{kUserObj, 7}, {kGroupObj, 7}, {kOther, 7}});
+  auto run_steps = [&](const std::string& top) {
+    std::vector<mode_t> modes;
+    const std::string ad = top + "/ad", plain = top + "/plain";
+    must(::mkdir(ad.c_str(), 0755), "mkdir " + ad);
+    must(::mkdir(plain.c_str(), 0755), "mkdir " + plain);
+    if (::setxattr(ad.c_str(), "system.posix_acl_default", acl.data(), acl.size(), 0) != 0) {
+      throw std::system_error(errno, std::generic_category(), "setxattr " + ad);
+    }
+    const mode_t old = ::umask(022);
+    for (const std::string& d : {ad, plain}) {
+      ::close(must(::open((d + "/f1").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666), "create"));
+      must(::mkdir((d + "/d1").c_str(), 0777), "mkdir");
+      must(::mknod((d + "/p1").c_str(), S_IFIFO | 0666, 0), "mknod");
+      for (const char* n : {"/f1", "/d1", "/p1"}) modes.push_back(lstat_or_throw(d + n).st_mode);
+    }
+    ::umask(old);
+    return modes;
+  };
+  const std::string local = tree().root + "/local";
+  must(::mkdir(local.c_str(), 0755), "mkdir " + local);
+  std::vector<mode_t> want;
+  try {
+    want = run_steps(local);
+  } catch (const std::system_error& e) {
+    if (e.code().value() == EOPNOTSUPP) GTEST_SKIP() << "no ACLs on the backing filesystem";
+    throw;
+  }
+  ASSERT_EQ(want[0] & 07777, 0666u) << "the local filesystem applied the umask under the ACL";
+  ASSERT_EQ(want[3] & 07777, 0644u);
+  EXPECT_EQ(run_steps(m()), want) << "modes through the mount differ from the local ones";
 }
 
 }  // namespace
