@@ -2,16 +2,20 @@
 #include "fs/daemon.h"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "fs/credentials.h"
@@ -135,8 +139,38 @@ class Background {
 
 }  // namespace
 
+// mount -o remount,ro|rw: mount(8) runs the helper again, with the
+// mountpoint of the running daemon.  The superblock's read-only flag is the
+// kernel's (MS_REMOUNT through the old mount API: FUSE ignores the options
+// and changes nothing else), so a read-only mount refuses every change with
+// EROFS before a request reaches the daemon, as a native ro mount does; the
+// running daemon is not told and needs not be.  The per-mount flags (nosuid,
+// nodev, noexec, the atime ones) are kept as they are: MS_REMOUNT replaces
+// them all.  Exit status as for a mount.
+int remount(const Options& o) {
+  struct statvfs sv {};
+  if (statvfs(o.mountpoint.c_str(), &sv) != 0) {
+    std::fprintf(stderr, "norefs: remount %s: %s\n", o.mountpoint.c_str(), std::strerror(errno));
+    return kExitFailure;
+  }
+  unsigned long flags = MS_REMOUNT | (o.read_only ? MS_RDONLY : 0);
+  const std::pair<unsigned long, unsigned long> keep[] = {
+      {ST_NOSUID, MS_NOSUID},          {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
+      {ST_NOATIME, MS_NOATIME},        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME},
+      {ST_SYNCHRONOUS, MS_SYNCHRONOUS}};
+  for (auto [st_bit, ms_bit] : keep)
+    if (sv.f_flag & st_bit) flags |= ms_bit;
+  if (mount(nullptr, o.mountpoint.c_str(), nullptr, flags, nullptr) != 0) {
+    std::fprintf(stderr, "norefs: remount %s %s: %s\n", o.mountpoint.c_str(),
+                 o.read_only ? "ro" : "rw", std::strerror(errno));
+    return kExitFailure;
+  }
+  return 0;
+}
+
 int run(const ParseResult& pr) {
   const Options& o = pr.opts;
+  if (o.remount) return remount(o);
   // Creates apply the request's umask themselves (fs/credentials.h,
   // CallerUmask), or the kernel did before the request reached us.
   umask(0);

@@ -57,6 +57,9 @@ constexpr const char* kOurHelp =
     "    -o io_uring            serve requests over FUSE io_uring queues, one per CPU,\n"
     "                           instead of /dev/fuse; needs Linux 6.14+ and the module\n"
     "                           parameter fuse.enable_uring=Y (default off)\n"
+    "    -o remount             with ro or rw: make a running norefs mount at the\n"
+    "                           mountpoint read-only (EROFS for every change) or\n"
+    "                           writable again, and exit (mount -o remount,ro)\n"
     "    -o stats_dir=DIR       where the counter blocks go: a directory (not a symlink)\n"
     "                           owned by the daemon's user and writable by nobody else,\n"
     "                           created 0700 if missing (default /run/norefs as root;\n"
@@ -101,6 +104,7 @@ enum Key {
   kStatsDir,
   kDebugDaemonCredentials,
   kMountOnly,
+  kRemount,
 #ifdef NOREFS_SYNC_POINTS
   kDebugReadDelay,
 #endif
@@ -124,6 +128,7 @@ const fuse_opt kOurOpts[] = {
     FUSE_OPT_KEY("coherence_timeout=", kCoherenceTimeout),
     FUSE_OPT_KEY("io_uring", kIoUring),
     FUSE_OPT_KEY("stats_dir=", kStatsDir),
+    FUSE_OPT_KEY("remount", kRemount),
 #ifdef NOREFS_SYNC_POINTS
     // The permission tests' control (test builds only): every operation
     // with the daemon's own credentials, as before they were switched.
@@ -292,6 +297,9 @@ std::string apply(Options& o, int key, std::string_view arg) {
       return "";
     case kMountOnly:
       return "";
+    case kRemount:
+      o.remount = true;
+      return "";
 #ifdef NOREFS_SYNC_POINTS
     case kDebugReadDelay: {
       auto n = parse_uint<unsigned>(v);
@@ -314,6 +322,9 @@ int opt_proc(void* data, const char* arg, int key, fuse_args* /*outargs*/) {
     // fstab's x-* options (x-systemd.automount, x-gvfs-show, ...): mount(8)
     // keeps them to itself, but a helper may still see them.
     if (std::strncmp(arg, "x-", 2) == 0) return 0;
+    // Noted for a remount, and libfuse's all the same.
+    if (std::strcmp(arg, "ro") == 0) st->opts->read_only = true;
+    if (std::strcmp(arg, "rw") == 0) st->opts->read_only = false;
     return 1;  // libfuse's, or unknown: libfuse decides
   }
   std::string err = apply(*st->opts, key, arg);
@@ -414,6 +425,15 @@ bool validate_paths(Options& o, const std::vector<std::string>& pos) {
   }
   if (!S_ISDIR(st.st_mode)) return fail("mountpoint '" + pos[1] + "': not a directory");
   o.mountpoint = buf;
+  if (o.remount) {
+    // The mount to change must be ours; nothing else is checked or started.
+    const std::string type = mount_type(read_file("/proc/self/mountinfo"), o.mountpoint);
+    if (type != "fuse.norefs") {
+      return fail("remount: '" + pos[1] + "' is not a norefs mount" +
+                  (type.empty() ? std::string(" (nothing is mounted there)") : " (" + type + ")"));
+    }
+    return true;
+  }
   if (is_mount_point(read_file("/proc/self/mountinfo"), o.mountpoint)) {
     return fail("mountpoint '" + pos[1] + "' is busy: something is already mounted there");
   }
@@ -523,6 +543,24 @@ bool is_mount_point(std::string_view mountinfo, std::string_view path) {
     }
   }
   return false;
+}
+
+std::string mount_type(std::string_view mountinfo, std::string_view path) {
+  std::string type;
+  std::size_t pos = 0;
+  while (pos < mountinfo.size()) {
+    std::size_t eol = mountinfo.find('\n', pos);
+    if (eol == std::string_view::npos) eol = mountinfo.size();
+    std::string_view line = mountinfo.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (!is_mount_point(line, path)) continue;
+    // ... optional fields - fstype source super-options
+    std::size_t sep = line.find(" - ");
+    if (sep == std::string_view::npos) continue;
+    std::string_view rest = line.substr(sep + 3);
+    type = unescape_mountinfo(rest.substr(0, rest.find(' ')));  // the last one is the topmost
+  }
+  return type;
 }
 
 ParseResult parse_command_line(int argc, char* argv[]) {

@@ -55,6 +55,10 @@ struct Options {
   unsigned debug_read_delay_us = 0;
 #endif
 
+  // ── Remounting (mount -o remount,ro|rw: mount(8) runs the helper again) ──
+  bool remount = false;    // -o remount: change a running mount, start nothing
+  bool read_only = false;  // -o ro seen (rw clears it); also passed to libfuse
+
   // ── FUSE's (fuse_parse_cmdline) ──
   bool foreground = false;
   bool debug = false;
@@ -109,5 +113,8 @@ std::optional<std::size_t> parse_size(std::string_view s);
 // True if `path` (absolute, canonical) is a mount point according to
 // `mountinfo` (the text of /proc/self/mountinfo).
 bool is_mount_point(std::string_view mountinfo, std::string_view path);
+// The filesystem type of the topmost mount at `path` ("fuse.norefs"), or ""
+// if nothing is mounted there.
+std::string mount_type(std::string_view mountinfo, std::string_view path);
 
 }  // namespace norefs::fs

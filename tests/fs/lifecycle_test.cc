@@ -144,6 +144,37 @@ TEST_F(LifecycleTest, UmountUnmountsCleanly) {
   expect_backing(model);
 }
 
+// mount -o remount,ro|rw reruns the helper (the daemon's binary) with
+// -o remount: the running mount turns read-only (EROFS for every change,
+// reads as before, the daemon untouched) and writable again; a remount of
+// something that is not a norefs mount is refused with status 2.
+TEST_F(LifecycleTest, RemountReadOnlyAndBack) {
+  SKIP_UNLESS_ROOT();
+  auto model = write_some_files();
+  const std::string f = model.begin()->first;
+  auto remount = [&](const char* opts, const std::string& where) {
+    return run({daemon_path(), tree().backing, where, "-o", opts});
+  };
+  RunResult ro = remount("remount,ro", tree().mnt);
+  ASSERT_TRUE(ro.exited(0)) << describe_status(ro.status) << ": " << ro.output;
+  EXPECT_EQ(::open(m("new").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::mkdir(m("newdir").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::truncate(m(f).c_str(), 0), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_EQ(::unlink(m(f).c_str()), -1);
+  EXPECT_EQ(errno, EROFS);
+  EXPECT_BYTES_EQ(model.at(f), read_file(m(f)));
+  RunResult rw = remount("remount,rw", tree().mnt);
+  ASSERT_TRUE(rw.exited(0)) << describe_status(rw.status) << ": " << rw.output;
+  write_file(m("new"), "after");
+  EXPECT_EQ(read_file(b("new")), "after");
+  RunResult bad = remount("remount,ro", tree().root);
+  EXPECT_TRUE(bad.exited(2)) << describe_status(bad.status) << ": " << bad.output;
+  EXPECT_NE(bad.output.find("not a norefs mount"), std::string::npos) << bad.output;
+}
+
 // SIGKILL: nothing is lost that was acknowledged; the dead mount is removed
 // with fusermount3 -u (or umount -l) and the same mountpoint mounts again.
 class SigkillTest : public LifecycleTest, public ::testing::WithParamInterface<bool> {};
