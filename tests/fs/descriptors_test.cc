@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fs_test_util.h"
+#include "sanitizers.h"
 
 namespace norefs::fs::test {
 namespace {
@@ -57,6 +58,12 @@ TEST_F(DescriptorTest, ClosedFilesCostOneDescriptorAndRunningOutIsAnError) {
   const std::size_t held = daemon_fds() - base;
   EXPECT_LE(held, static_cast<std::size_t>(kFiles) + 8)
       << "descriptors the daemon holds for " << kFiles << " closed files";
+#if defined(NOREFS_TEST_ASAN) || defined(NOREFS_TEST_TSAN)
+  // Not under the sanitizers: their runtime in the daemon needs descriptors
+  // of its own (UBSan's vptr check probes memory through a pipe), so a
+  // daemon out of them reports a false "invalid vptr" and exits 1.
+  GTEST_SKIP() << "running out of descriptors: release build only";
+#endif
   // Past the limit: creates fail with an error the caller sees, the daemon
   // keeps serving what it has.
   int failed_errno = 0, made = kFiles;
