@@ -26,7 +26,7 @@
 // faults the page back in through a FUSE_READ that we may answer before
 // the write reaches us.  The page then holds the old bytes where the write
 // went, the mapping shows them, and the page's writeback puts them back
-// over the write: a lost write (xfstests generic/346; 4 runs of 10 here,
+// over the write: a lost write (xfstests generic/346; 5 runs of 10 here,
 // tests/fs/coherence_mmap_test.cc).  We cannot order it: the FUSE_READ
 // came first.  A write through the page cache copies into the very page
 // the mapping uses, under the page lock, so the two always merge.  What it
@@ -451,9 +451,11 @@ void sfs_fsync(fuse_req_t req, fuse_ino_t /*ino*/, int datasync, fuse_file_info*
 // and so do fallocate and copy_file_range into it: the backing filesystem
 // then clears the bits as it would for a local process (file_remove_privs():
 // setuid always, setgid with group execute or when the writer is not in the
-// file's group, neither for a writer with CAP_FSETID).  The kernel leaves
-// that to us: a direct_io write reaches us with no mode change ahead of it
-// (and libfuse 3.14 cannot negotiate FUSE_HANDLE_KILLPRIV).  Every other
+// file's group, neither for a writer with CAP_FSETID).  The kernel does not
+// always do it first: an O_DIRECT write, fallocate and copy_file_range reach
+// us with no mode change ahead of them, and a write through the page cache
+// only when the kernel's cached mode shows the bits (libfuse 3.14 cannot
+// negotiate FUSE_HANDLE_KILLPRIV).  Every other
 // change runs without a switch: the handle's fd was opened as the caller,
 // and the kernel checks nothing more on write.  Context: in.writer_mu held.
 // When the bits went, the kernel's cached attributes are told before the
