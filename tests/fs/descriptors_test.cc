@@ -20,7 +20,7 @@
 namespace norefs::fs::test {
 namespace {
 
-constexpr rlim_t kLimit = 256;
+constexpr rlim_t kFdLimit = 256;
 
 class DescriptorTest : public MountTest {
  protected:
@@ -29,7 +29,7 @@ class DescriptorTest : public MountTest {
     if (HasFatalFailure() || IsSkipped()) return;
     // Lowered from outside once the daemon serves (it raised its soft limit
     // to the hard one at start; lowering both needs no privilege).
-    rlimit low{kLimit, kLimit};
+    rlimit low{kFdLimit, kFdLimit};
     ASSERT_SYS(::prlimit(mount().pid(), RLIMIT_NOFILE, &low, nullptr));
   }
   std::size_t daemon_fds() {
@@ -67,7 +67,7 @@ TEST_F(DescriptorTest, ClosedFilesCostOneDescriptorAndRunningOutIsAnError) {
   // Past the limit: creates fail with an error the caller sees, the daemon
   // keeps serving what it has.
   int failed_errno = 0, made = kFiles;
-  for (; made < static_cast<int>(kLimit) + 50; made++) {
+  for (; made < static_cast<int>(kFdLimit) + 50; made++) {
     const int fd =
         ::open(m("f" + std::to_string(made)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) {

@@ -19,15 +19,15 @@
 namespace norefs::fs::test {
 namespace {
 
-constexpr uid_t kUser = 65534;  // nobody: owns nothing here, in no group of the files
+constexpr uid_t kNobody = 65534;  // nobody: owns nothing here, in no group of the files
 
 class SideEffectTest : public MountTest {
  protected:
   MountConfig config() const override { return {{"allow_other", "default_permissions"}, {}}; }
   RunResult as_user(const std::string& op, const std::string& path) {
-    return run({NOREFS_HELPER_AS_USER, std::to_string(kUser), op, path}, 30s);
+    return run({NOREFS_HELPER_AS_USER, std::to_string(kNobody), op, path}, 30s);
   }
-  // Lets uid kUser reach the backing tree's files through the mount.
+  // Lets uid kNobody reach the backing tree's files through the mount.
   void open_tree() {
     ASSERT_SYS(::chmod(tree().root.c_str(), 0755));
     ASSERT_SYS(::chmod(b().c_str(), 0777));
@@ -67,7 +67,7 @@ TEST_F(SideEffectTest, SetidClearedByAnotherUsersChangeIsSeenAtOnce) {
   // generic/355: the owner appends to its 6644 file (setuid goes, setgid
   // without group execute stays); 683-685: a non-owner fallocates, punches
   // or zeroes a 2666 file of root (setgid goes: the writer is not in group 0).
-  for (const Case& c : {Case{"append", kUser, 06644}, Case{"fallocate", 0, 02666},
+  for (const Case& c : {Case{"append", kNobody, 06644}, Case{"fallocate", 0, 02666},
                         Case{"punch", 0, 02666}, Case{"zero", 0, 02666}}) {
     SCOPED_TRACE(c.op);
     const std::string name = std::string("f-") + c.op;
@@ -99,12 +99,12 @@ std::string acl_xattr(std::vector<std::pair<std::uint16_t, std::uint16_t>> entri
   }
   return v;
 }
-constexpr std::uint16_t kUserObj = 0x01, kGroupObj = 0x04, kOther = 0x20;
+constexpr std::uint16_t kAclUserObj = 0x01, kAclGroupObj = 0x04, kAclOther = 0x20;
 
 TEST_F(SideEffectTest, AccessAclRewritesTheModeSeenAtOnce) {
   SKIP_UNLESS_ROOT();
   make_file(m("f"), 0, 0644);
-  const std::string acl = acl_xattr({{kUserObj, 7}, {kGroupObj, 5}, {kOther, 0}});
+  const std::string acl = acl_xattr({{kAclUserObj, 7}, {kAclGroupObj, 5}, {kAclOther, 0}});
   if (::setxattr(m("f").c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
     if (errno == EOPNOTSUPP) GTEST_SKIP() << "the backing filesystem has no ACLs";
     FAIL() << "setxattr: " << errno_name(errno);
@@ -138,8 +138,8 @@ TEST_F(SideEffectTest, FallocateByAWriterDropsTheFileCapability) {
 TEST_F(SideEffectTest, AWriterCannotSetACapability) {
   SKIP_UNLESS_ROOT();
   open_tree();
-  make_file(m("f"), kUser, 0644);
-  RunResult r = run({NOREFS_HELPER_AS_USER, std::to_string(kUser), "setcap", m("f")}, 30s);
+  make_file(m("f"), kNobody, 0644);
+  RunResult r = run({NOREFS_HELPER_AS_USER, std::to_string(kNobody), "setcap", m("f")}, 30s);
   EXPECT_FALSE(r.exited(0)) << r.output;
   char buf[64];
   EXPECT_LT(::getxattr(b("f").c_str(), "security.capability", buf, sizeof buf), 0);
@@ -166,7 +166,7 @@ TEST_F(SideEffectTest, ExecOnlyFileRunsForAnotherUser) {
 // to expect.
 TEST_F(SideEffectTest, UmaskUnderADefaultAclAsLocally) {
   SKIP_UNLESS_ROOT();
-  const std::string acl = acl_xattr({{kUserObj, 7}, {kGroupObj, 7}, {kOther, 7}});
+  const std::string acl = acl_xattr({{kAclUserObj, 7}, {kAclGroupObj, 7}, {kAclOther, 7}});
   auto run_steps = [&](const std::string& top) {
     std::vector<mode_t> modes;
     const std::string ad = top + "/ad", plain = top + "/plain";
