@@ -44,7 +44,7 @@
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
 #include "cache/sync_point.h"
-#include "tools/backings.h"
+#include "tools/lib/backings.h"
 
 namespace norefs::cache::test {
 
@@ -114,7 +114,7 @@ inline ::testing::AssertionResult same_bytes(const Bytes& got, const Bytes& want
 }
 
 // The backing file as the test sees it, and the backing over it that the
-// cache owns: the tools' (tools/backings.h), with its fault injection.
+// cache owns: the tools' (tools/lib/backings.h), with its fault injection.
 using BackingControl = tools::BackingControl;
 using TestBacking = tools::ControlledBacking;
 
