@@ -29,6 +29,7 @@
 #include "cache/cache_stats.h"
 #include "fs/control.h"
 #include "tools/check/splitmix.h"
+#include "tools/check/sys_error.h"
 #include "tools/ctl/ctl.h"
 
 extern char** environ;
@@ -41,9 +42,9 @@ using splitmix64::mix;
 using splitmix64::splitmix;
 using splitmix64::unmix;
 
-constexpr std::size_t kPage = 4096;
-constexpr std::uint64_t kMagic = 0xb7;  // top 8 bits of every key
-constexpr unsigned kLog = 4096;         // changes kept per file for the readers
+constexpr std::size_t kMountPage = 4096;
+constexpr std::uint64_t kMountKeyMagic = 0xb7;  // top 8 bits of every key
+constexpr unsigned kLog = 4096;                 // changes kept per file for the readers
 constexpr std::int32_t kHole = -1;
 
 std::uint8_t content_byte(unsigned file, unsigned version, std::uint64_t off) {
@@ -89,10 +90,11 @@ struct FileModel {
 void apply(FileModel& m, const Change& c) {
   switch (c.kind) {
     case ChangeKind::punch:
-      for (std::uint64_t pg = c.from / kPage; pg * kPage < c.to; pg++) m.pages[pg] = kHole;
+      for (std::uint64_t pg = c.from / kMountPage; pg * kMountPage < c.to; pg++)
+        m.pages[pg] = kHole;
       break;
     case ChangeKind::truncate:
-      for (std::uint64_t pg = c.from / kPage; pg < m.pages.size(); pg++) m.pages[pg] = kHole;
+      for (std::uint64_t pg = c.from / kMountPage; pg < m.pages.size(); pg++) m.pages[pg] = kHole;
       break;
     case ChangeKind::rewrite:
       std::fill(m.pages.begin(), m.pages.end(), static_cast<std::int32_t>(c.version));
@@ -135,11 +137,7 @@ RaceVariant variant_of(const std::vector<Change>& window) {
 }
 
 std::uint64_t full_size(const MountRaceParams& p, unsigned i) {
-  return p.file_pages * kPage - (static_cast<std::uint64_t>(i) * 517) % kPage;
-}
-
-[[noreturn]] void throw_errno(const std::string& what) {
-  throw std::system_error(errno, std::generic_category(), what);
+  return p.file_pages * kMountPage - (static_cast<std::uint64_t>(i) * 517) % kMountPage;
 }
 
 // Writes all of buf at off; false with errno set on failure.
@@ -161,7 +159,7 @@ bool pwrite_all(int fd, const std::uint8_t* buf, std::size_t n, std::uint64_t of
   return true;
 }
 
-struct alignas(128) ReaderStats {
+struct alignas(128) MountReaderStats {
   std::array<MountRaceResult::PerVariant, kRaceVariants> v{};
   std::array<std::uint64_t, kMountBadKinds> kinds{};
   std::uint64_t unchecked = 0;
@@ -183,13 +181,13 @@ std::pair<MountBadKind, std::string> classify(std::uint64_t word, unsigned file,
 }  // namespace
 
 std::uint64_t mount_race_word(unsigned file, unsigned version, std::uint64_t w) {
-  return mix((kMagic << 56) | (static_cast<std::uint64_t>(file & 0xff) << 48) |
+  return mix((kMountKeyMagic << 56) | (static_cast<std::uint64_t>(file & 0xff) << 48) |
              (static_cast<std::uint64_t>(version & 0xffff) << 32) | (w & 0xffffffffULL));
 }
 
 bool mount_race_decode(std::uint64_t word, unsigned* file, unsigned* version, std::uint64_t* w) {
   std::uint64_t key = unmix(word);
-  if ((key >> 56) != kMagic) return false;
+  if ((key >> 56) != kMountKeyMagic) return false;
   *file = static_cast<unsigned>((key >> 48) & 0xff);
   *version = static_cast<unsigned>((key >> 32) & 0xffff);
   *w = key & 0xffffffffULL;
@@ -268,7 +266,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
 
   std::vector<std::unique_ptr<FileModel>> files;
   std::vector<std::string> paths;
-  std::vector<std::uint8_t> content(p.file_pages * kPage);
+  std::vector<std::uint8_t> content(p.file_pages * kMountPage);
   for (unsigned i = 0; i < p.files; i++) {
     auto m = std::make_unique<FileModel>();
     paths.push_back(dir + "/f" + std::to_string(i));
@@ -308,12 +306,12 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  std::vector<ReaderStats> rstats(p.readers);
+  std::vector<MountReaderStats> rstats(p.readers);
   std::atomic<std::uint64_t> bad_total{0};
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < p.readers; t++) {
     threads.emplace_back([&, t] {
-      ReaderStats& st = rstats[t];
+      MountReaderStats& st = rstats[t];
       std::vector<int> fds;
       for (const auto& path : paths) {
         int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -396,8 +394,9 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
           // The bytes as the file held them when the read started.
           for (std::size_t i = 0; i < n;) {
             std::uint64_t off = pos + i;
-            std::size_t in_page = std::min<std::size_t>(n - i, kPage - (off & (kPage - 1)));
-            std::int32_t v = off < base_size ? base[off / kPage] : kHole;
+            std::size_t in_page =
+                std::min<std::size_t>(n - i, kMountPage - (off & (kMountPage - 1)));
+            std::int32_t v = off < base_size ? base[off / kMountPage] : kHole;
             if (v == kHole) {
               std::memset(expect.data() + i, 0, in_page);
             } else {
@@ -512,7 +511,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
     return [&, kind, salt] {
       std::uint64_t rng = p.seed * 0x9e3779b97f4a7c15ULL + salt;
       std::uint64_t done = 0;
-      std::vector<std::uint8_t> data(p.file_pages * kPage);
+      std::vector<std::uint8_t> data(p.file_pages * kMountPage);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       while (!stopping()) {
         std::uint64_t r = splitmix(rng);
@@ -541,12 +540,12 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
         };
         std::string err;
         if (kind == ChangeKind::punch) {
-          std::uint64_t pages = (full + kPage - 1) / kPage;
+          std::uint64_t pages = (full + kMountPage - 1) / kMountPage;
           std::uint64_t a = (r >> 8) % pages, b = a + 1 + (r >> 40) % 4;
           Change c;
           c.kind = ChangeKind::punch;
-          c.from = a * kPage;
-          c.to = std::min(b * kPage, full);
+          c.from = a * kMountPage;
+          c.to = std::min(b * kMountPage, full);
           {
             std::lock_guard lk(m.mu);
             c.size_after = m.size;
@@ -563,7 +562,7 @@ MountRaceResult run_mount_race(const MountRaceParams& p) {
           if (kind == ChangeKind::truncate) {
             Change t;
             t.kind = ChangeKind::truncate;
-            t.from = ((r >> 8) % (full / kPage + 1)) * kPage;
+            t.from = ((r >> 8) % (full / kMountPage + 1)) * kMountPage;
             t.size_after = t.from;
             err = change(t, [&] { return ftruncate(m.wfd, static_cast<off_t>(t.from)) == 0; });
             if (!err.empty())

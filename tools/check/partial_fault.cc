@@ -22,6 +22,7 @@
 #include "cache/cache_stats.h"
 #include "tools/check/evict_race.h"
 #include "tools/check/splitmix.h"
+#include "tools/check/sys_error.h"
 #include "tools/ctl/ctl.h"
 
 namespace norefs::tools {
@@ -32,10 +33,6 @@ using splitmix64::splitmix;
 
 constexpr std::size_t kPage = 4096;
 constexpr unsigned char kSentinel = 0x5a;
-
-[[noreturn]] void throw_errno(const std::string& what) {
-  throw std::system_error(errno, std::generic_category(), what);
-}
 
 std::uint64_t file_size(const PartialFaultParams& p, unsigned i) {
   return p.file_pages * kPage - (static_cast<std::uint64_t>(i) * 517) % kPage;
@@ -72,7 +69,7 @@ struct Mapping {
   Mapping& operator=(const Mapping&) = delete;
 };
 
-struct alignas(128) ReaderStats {
+struct alignas(128) FaultReaderStats {
   std::array<PartialFaultResult::PerBuffer, kZapBuffers> b{};
   std::uint64_t zapped = 0;
   std::vector<std::string> kept;
@@ -201,14 +198,14 @@ PartialFaultResult run_partial_fault(const PartialFaultParams& p) {
            (p.cancel && p.cancel->load(std::memory_order_relaxed));
   };
   const auto start = std::chrono::steady_clock::now();
-  std::vector<ReaderStats> rstats(p.readers);
+  std::vector<FaultReaderStats> rstats(p.readers);
   std::vector<std::thread> threads;
   std::mutex err_mu;
   std::string setup_error;  // guarded by err_mu
 
   for (unsigned t = 0; t < p.readers; t++) {
     threads.emplace_back([&, t] {
-      ReaderStats& st = rstats[t];
+      FaultReaderStats& st = rstats[t];
       std::vector<std::unique_ptr<cache::FileHandle>> handles;
       std::vector<int> fds;
       if (in_process) {

@@ -19,6 +19,7 @@
 
 #include "alloc/page.h"
 #include "tools/check/evict_race.h"
+#include "tools/check/sys_error.h"
 
 namespace norefs::tools {
 namespace {
@@ -27,10 +28,6 @@ using alloc::kPageSize;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kKeptFailures = 8;
-
-[[noreturn]] void throw_errno(int err, const std::string& what) {
-  throw std::system_error(err, std::generic_category(), what);
-}
 
 class File {
  public:
