@@ -53,6 +53,12 @@ using alloc::test::run_threads;
 using alloc::test::wait_until;
 using Bytes = std::vector<std::byte>;
 
+// One page, the unit most cases count in (the cache tests build as one
+// unity translation unit: tests/CMakeLists.txt; shared names live here).
+inline constexpr std::uint64_t P = kPageSize;
+
+inline Bytes zeros(std::size_t n) { return Bytes(n, std::byte{0}); }
+
 // Bound for waits on progress another thread is guaranteed to make.
 inline constexpr auto kLongWait = 30s;
 
