@@ -137,13 +137,19 @@ def main():
         print(f"check_layering: {root} has none of {', '.join(PRODUCT)}", file=sys.stderr)
         return 2
     errors = [e for p in files for e in check_file(root, p)]
+    return report("check_layering", errors, f"{len(files)} files",
+                  "tests/layering/check_layering.py, docs/testing.md")
+
+
+def report(tool, errors, checked, rules):
+    """Prints the violations, one a line, then the verdict; the exit status.
+    Also check_links.py's."""
     for e in errors:
         print(e)
     if errors:
-        print(f"check_layering: {len(errors)} violation(s) in {len(files)} files "
-              f"(rules: tests/layering/check_layering.py, docs/testing.md)")
+        print(f"{tool}: {len(errors)} violation(s) in {checked} (rules: {rules})")
         return 1
-    print(f"check_layering: ok ({len(files)} files)")
+    print(f"{tool}: ok ({checked})")
     return 0
 
 

@@ -23,6 +23,8 @@ import pathlib
 import re
 import sys
 
+from check_layering import report
+
 LIBFUSE = re.compile(r"(^|[/\s])(lib)?fuse3(\.so|\.a|\b)|-lfuse3\b")
 CEILING = "norefs_minimal_fuse"
 
@@ -93,14 +95,8 @@ def main():
             if any(d["name"] == "norefs_fuse_io" for d in deps):
                 errors.append(f"{t['name']}: links norefs_fuse_io (libfuse); of the tools only "
                               f"{CEILING} does")
-    for e in errors:
-        print(e)
-    if errors:
-        print(f"check_links: {len(errors)} violation(s) in {len(tools)} targets of tools/ "
-              f"(rules: tests/layering/check_links.py)")
-        return 1
-    print(f"check_links: ok ({len(tools)} targets of tools/)")
-    return 0
+    return report("check_links", errors, f"{len(tools)} targets of tools/",
+                  "tests/layering/check_links.py, docs/testing.md")
 
 
 if __name__ == "__main__":

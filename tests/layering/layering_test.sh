@@ -15,28 +15,37 @@ build=${1:-}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# break FILE HEADER: a fresh copy of the sources with "#include HEADER" added
-# at the end of FILE; the check must exit 1 and name FILE and that line.
+# fresh_copy: $tmp/tree, a copy of the sources.
+fresh_copy() {
+  rm -rf "$tmp/tree"
+  mkdir -p "$tmp/tree"
+  (cd "$root" && cp -r --parents alloc cache fs tools tests "$tmp/tree"/)
+}
+# must_fail WHAT LINE CHECK ARG: CHECK on ARG must exit 1 and print a line
+# that starts with LINE; WHAT names the case in the failure.
 cases=0
-break_one() {
-  local file=$1 header=$2 copy=$tmp/tree
-  rm -rf "$copy"
-  mkdir -p "$copy"
-  (cd "$root" && cp -r --parents alloc cache fs tools tests "$copy"/)
-  [ -f "$copy/$file" ] || { echo "FAIL: $file does not exist (update this test)"; exit 1; }
-  printf '#include %s\n' "$header" >>"$copy/$file"
-  local line out rc
-  line=$(wc -l <"$copy/$file")
+must_fail() {
+  local what=$1 line=$2 out rc
+  shift 2
   set +e
-  out=$("$py" "$check" "$copy" 2>&1)
+  out=$("$py" "$@" 2>&1)
   rc=$?
   set -e
-  if [ "$rc" -ne 1 ] || ! grep -q "^$file:$line: " <<<"$out"; then
-    echo "FAIL: #include $header in $file: exit $rc, expected 1 and a line naming $file:$line:"
+  if [ "$rc" -ne 1 ] || ! grep -q "^$line" <<<"$out"; then
+    echo "FAIL: $what: exit $rc, expected 1 and a line starting '$line':"
     echo "$out"
     exit 1
   fi
   cases=$((cases + 1))
+}
+# break_one FILE HEADER: a fresh copy of the sources with "#include HEADER"
+# added at the end of FILE; the check must fail naming FILE and that line.
+break_one() {
+  local file=$1 header=$2
+  fresh_copy
+  [ -f "$tmp/tree/$file" ] || { echo "FAIL: $file does not exist (update this test)"; exit 1; }
+  printf '#include %s\n' "$header" >>"$tmp/tree/$file"
+  must_fail "#include $header in $file" "$file:$(wc -l <"$tmp/tree/$file"): " "$check" "$tmp/tree"
 }
 break_one alloc/page_pool.cc '"cache/page.h"'
 break_one alloc/page.h '"fs/options.h"'
@@ -65,21 +74,11 @@ break_one tools/check/mount_race.cc '"fs/fuse_io.h"'
 break_one tools/check/evict_race_main.cc '<fuse_lowlevel.h>'
 break_one tools/bench/pread_scaling.cc '"fs/options.h"'
 # A C++ file in tools/ itself is in no group.
-rm -rf "$tmp/tree" && mkdir -p "$tmp/tree"
-(cd "$root" && cp -r --parents alloc cache fs tools tests "$tmp/tree"/)
+fresh_copy
 printf '// stray\n' >"$tmp/tree/tools/stray.cc"
-set +e
-out=$("$py" "$check" "$tmp/tree" 2>&1)
-rc=$?
-set -e
-if [ "$rc" -ne 1 ] || ! grep -q '^tools/stray.cc:1: ' <<<"$out"; then
-  echo "FAIL: tools/stray.cc: exit $rc, expected 1 and a line naming tools/stray.cc:1:"
-  echo "$out"
-  exit 1
-fi
-cases=$((cases + 1))
+must_fail "tools/stray.cc" "tools/stray.cc:1: " "$check" "$tmp/tree"
+ncopies=$cases
 
-links=0
 if [ -n "$build" ]; then
   links_check=$root/tests/layering/check_links.py
   reply=$build/.cmake/api/v1/reply
@@ -112,17 +111,7 @@ else:
     data.setdefault("dependencies", []).append({"id": by_name[what]["id"]})
 path.write_text(json.dumps(data))
 PY
-    local out rc
-    set +e
-    out=$("$py" "$links_check" "$copy" 2>&1)
-    rc=$?
-    set -e
-    if [ "$rc" -ne 1 ] || ! grep -q "^$target: .*$expect" <<<"$out"; then
-      echo "FAIL: $target -> $what: exit $rc, expected 1 and a line '$target: ...$expect':"
-      echo "$out"
-      exit 1
-    fi
-    links=$((links + 1))
+    must_fail "$target -> $what" "$target: .*$expect" "$links_check" "$copy"
   }
   break_link norefsctl norefs_bench "depends on norefs_bench"
   break_link norefs_ctl norefs_check "depends on norefs_check"
@@ -133,7 +122,7 @@ PY
   break_link norefs_alloc_stat norefs_fs "links norefs_fs"
 fi
 if [ -n "$build" ]; then
-  echo "layering: ok (the tree and the build pass; $cases broken copies and $links broken links fail)"
+  echo "layering: ok (the tree and the build pass; $ncopies broken copies and $((cases - ncopies)) broken links fail)"
 else
-  echo "layering: ok (the tree passes; $cases broken copies fail; no build dir, links not checked)"
+  echo "layering: ok (the tree passes; $ncopies broken copies fail; no build dir, links not checked)"
 fi
