@@ -23,7 +23,8 @@ import pathlib
 import re
 import sys
 
-from check_layering import report
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from check_layering import report  # noqa: E402
 
 LIBFUSE = re.compile(r"(^|[/\s])(lib)?fuse3(\.so|\.a|\b)|-lfuse3\b")
 CEILING = "norefs_minimal_fuse"
