@@ -9,6 +9,10 @@ shift
 # norefs_test_code()); ccache caches their files only with these (a no-op
 # without ccache).
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
+# CMake's codemodel, for the layering test's link rules (tests/CMakeLists.txt):
+# the query must be there before CMake starts.
+mkdir -p "$dir/.cmake/api/v1/query"
+: >"$dir/.cmake/api/v1/query/codemodel-v2"
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.configure.log" 2>&1 ||
   { cat "$dir.configure.log" >&2; exit 1; }
 # NOREFS_TARGETS: build only these targets (tools/test.sh: the test binaries

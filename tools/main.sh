@@ -7,7 +7,7 @@
 #      the live counters of the mount are printed (norefsctl stats);
 #   2. in-process pread scaling, all four read paths side by side (short);
 #   3. fio through FUSE: every read path, cache=off, kernel_cache, the
-#      backing directory and the minimal FUSE server (tools/fs_bench.sh --quick);
+#      backing directory and the minimal FUSE server (tools/bench/fs_bench.sh --quick);
 #   4. the evict-race checker: deferral on (must be 0 bad reads) and the
 #      unsafe control (noref without deferral).
 # Every result also goes to build/results as CSV/JSON.
@@ -50,23 +50,23 @@ for _ in $(seq 2000); do head -c 16 "$demo/mnt/data.bin" >/dev/null; done
 printf 'changed behind its back\n' >"$demo/backing/hello.txt"
 sleep 1.1  # coherence_timeout (1 s): close-to-open sees the change
 echo "after a change in the backing dir, through the mount: $(cat "$demo/mnt/hello.txt")"
-"$build/tools/norefsctl" stats "$demo/mnt"
+"$build/tools/ctl/norefsctl" stats "$demo/mnt"
 fusermount3 -u "$demo/mnt"
 wait "$pid" && echo "unmounted; daemon exit status 0 (every page drained, arena destroyed)"
 pid=""
 
 echo
 echo "== 2. in-process pread scaling (short; tools/README numbers use longer runs)"
-"$build/tools/norefs_pread_scaling" --sizes 16,4096,65536 --threads 1,2 --variants shared \
+"$build/tools/bench/norefs_pread_scaling" --sizes 16,4096,65536 --threads 1,2 --variants shared \
   --seconds 0.5 --rounds 2 --csv "$out/pread_scaling.csv" --json "$out/pread_scaling.json"
 
 echo
 echo "== 3. fio through FUSE (quick)"
-"$root/tools/fs_bench.sh" --quick --build-dir "$build" --out "$out"
+"$root/tools/bench/fs_bench.sh" --quick --build-dir "$build" --out "$out"
 
 echo
 echo "== 4. evict-race checker"
-"$build/tools/norefs_evict_race" --seconds 3 --json "$out/evict_race.json"
-"$build/tools/norefs_evict_race" --seconds 3 --defer off --json "$out/evict_race_control.json" || true
+"$build/tools/check/norefs_evict_race" --seconds 3 --json "$out/evict_race.json"
+"$build/tools/check/norefs_evict_race" --seconds 3 --defer off --json "$out/evict_race_control.json" || true
 echo
 echo "results in $out"

@@ -12,7 +12,7 @@ pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 l
 # the Depends, rst2man for the man pages, lintian, systemd-analyze.  Without
 # their Recommends: 27 MB and about a minute on a fresh Debian 12 machine
 # (lintian is most of it), measured 2026-12-01.
-# python3-matplotlib: tools/plot.py.
+# python3-matplotlib: tools/bench/plot.py.
 pkg_tools=(dpkg-dev python3-docutils lintian systemd python3-matplotlib)
 missing=() missing_tools=()
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -23,7 +23,7 @@ if ! (cd "$root" && find alloc cache fs tools tests -name '*.cc' -o -name '*.h' 
 fi
 # The test binaries (the fs tests depend on the daemon and the minimal FUSE
 # server, which they run); the benchmark mains are not needed here.
-export NOREFS_TARGETS="norefs_alloc_tests norefs_cache_tests norefs_tools_tests norefs_fs_tests"
+export NOREFS_TARGETS="norefs_alloc_tests norefs_cache_tests norefs_tools_lib_tests norefs_ctl_tests norefs_bench_tests norefs_check_tests norefs_fs_tests"
 run() {  # run NAME [cmake args...]
   local name=$1 t0=$SECONDS
   shift

@@ -11,19 +11,35 @@ build=$(cd "$1" && pwd)
 shift
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(alloc cache fs)
-pattern="^$root/($(IFS='|'; echo "${dirs[*]}"))/[^/]*\.cc\$"
-mapfile -t files < <(jq -r '.[].file' "$build/compile_commands.json" | grep -E "$pattern" | sort -u)
-if [ ${#files[@]} -eq 0 ]; then
-  echo "tidy: no .cc file of ${dirs[*]} in $build/compile_commands.json" >&2
-  exit 2
-fi
+# A directory's files and those of its subdirectories (tools/bench/...).
+pattern="^$root/($(IFS='|'; echo "${dirs[*]}"))/.*\.cc\$"
 out=$(mktemp)
 db=$(mktemp -d)
 trap 'rm -rf "$out" "$db"' EXIT
 # The compile commands without the GCC-only options clang does not know
-# (CMakeLists.txt: -fno-extern-tls-init).
-jq 'map(.command |= gsub(" -fno-extern-tls-init"; ""))' "$build/compile_commands.json" \
-  >"$db/compile_commands.json"
+# (CMakeLists.txt: -fno-extern-tls-init), and with each file of a unity
+# build (tools/CMakeLists.txt: the tools' libraries) as its own entry,
+# compiled as the unity file that includes it is, so that clang-tidy sees
+# the files themselves.
+python3 - "$build/compile_commands.json" >"$db/compile_commands.json" <<'PY'
+import json, re, sys
+entries = []
+for e in json.load(open(sys.argv[1])):
+    e["command"] = e["command"].replace(" -fno-extern-tls-init", "")
+    if not re.search(r"/unity_[0-9]+_cxx\.cxx$", e["file"]):
+        entries.append(e)
+        continue
+    for line in open(e["file"]):
+        m = re.match(r'#include "(.*)"', line)
+        if m:
+            entries.append(dict(e, file=m.group(1), command=e["command"].replace(e["file"], m.group(1))))
+json.dump(entries, sys.stdout, indent=1)
+PY
+mapfile -t files < <(jq -r '.[].file' "$db/compile_commands.json" | grep -E "$pattern" | sort -u)
+if [ ${#files[@]} -eq 0 ]; then
+  echo "tidy: no .cc file of ${dirs[*]} in $build/compile_commands.json" >&2
+  exit 2
+fi
 set +e
 printf '%s\0' "${files[@]}" |
   xargs -0 -n1 -P"$(nproc)" clang-tidy -p "$db" --quiet >"$out" 2>&1

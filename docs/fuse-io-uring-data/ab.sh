@@ -10,7 +10,7 @@
 # mount, and back to its old value on every exit.  MINIMAL= the server (default the release build).
 set -u
 P=/sys/module/fuse/parameters/enable_uring
-B=${MINIMAL:-build/release/tools/norefs_minimal_fuse}
+B=${MINIMAL:-build/release/tools/bench/norefs_minimal_fuse}
 rounds=$1 secs=$2; shift 2
 vars=("$@")
 declare -A mnt
@@ -32,7 +32,7 @@ done
 sleep 0.5
 for v in "${vars[@]}"; do stat ${mnt[$v]}/f >/dev/null || exit 1; done
 echo $saved > $P
-run() { FIO_FILE=$1 FIO_JOBS=$2 FIO_RUNTIME=$3 fio tools/fio/pread16.fio --output-format=json 2>/dev/null | jq '[.jobs[].read.iops]|add|floor'; }
+run() { FIO_FILE=$1 FIO_JOBS=$2 FIO_RUNTIME=$3 fio tools/bench/fio/pread16.fio --output-format=json 2>/dev/null | jq '[.jobs[].read.iops]|add|floor'; }
 for j in 1 2; do for v in "${vars[@]}"; do run ${mnt[$v]}/f $j 1 >/dev/null; done; done
 n=${#vars[@]}
 for r in $(seq $rounds); do

@@ -78,7 +78,7 @@ TEST(StatsTest, ReaderInThisProcessSeesPoolCounters) {
     Counters mid_file = reader.sum();
     EXPECT_EQ(mid_file.live(), 11u) << describe(mid_file);
     EXPECT_EQ(mid_file.live(), mid_pool.live());
-    // At rest the lower bound is exact (tools/soak_monitor.h samples it).
+    // At rest the lower bound is exact (tools/check/soak_monitor.h samples it).
     EXPECT_EQ(reader.live_lower_bound(), 11);
     EXPECT_EQ(mid_file.deferred, mid_pool.deferred);
     EXPECT_EQ(reader.waiting(), mid_file.pending + mid_file.inflight);

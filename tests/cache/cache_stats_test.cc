@@ -16,8 +16,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 TEST(CacheStatsTest, PerThreadCountsSumExactly) {
   PageCache cache(test_config());
   const std::uint64_t size = 8 * P;

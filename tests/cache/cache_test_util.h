@@ -44,7 +44,7 @@
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
 #include "cache/sync_point.h"
-#include "tools/backings.h"
+#include "tools/lib/backings.h"
 
 namespace norefs::cache::test {
 
@@ -52,6 +52,12 @@ using namespace std::chrono_literals;
 using alloc::test::run_threads;
 using alloc::test::wait_until;
 using Bytes = std::vector<std::byte>;
+
+// One page, the unit most cases count in (the cache tests build as one
+// unity translation unit: tests/CMakeLists.txt; shared names live here).
+inline constexpr std::uint64_t P = kPageSize;
+
+inline Bytes zeros(std::size_t n) { return Bytes(n, std::byte{0}); }
 
 // Bound for waits on progress another thread is guaranteed to make.
 inline constexpr auto kLongWait = 30s;
@@ -114,7 +120,7 @@ inline ::testing::AssertionResult same_bytes(const Bytes& got, const Bytes& want
 }
 
 // The backing file as the test sees it, and the backing over it that the
-// cache owns: the tools' (tools/backings.h), with its fault injection.
+// cache owns: the tools' (tools/lib/backings.h), with its fault injection.
 using BackingControl = tools::BackingControl;
 using TestBacking = tools::ControlledBacking;
 

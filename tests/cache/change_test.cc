@@ -15,10 +15,8 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
 constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 
-Bytes zeros(std::size_t n) { return Bytes(n, std::byte{0}); }
 Bytes cat(Bytes a, const Bytes& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

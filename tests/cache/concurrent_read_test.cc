@@ -37,7 +37,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
 constexpr std::uint64_t kCapPages = 48;
 constexpr std::uint64_t kCap = kCapPages * P;  // bytes a file may reach
 constexpr std::uint64_t kCapWords = kCap / 8;

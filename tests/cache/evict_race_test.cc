@@ -24,8 +24,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 class EvictRaceTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(EvictRaceTest, ReaderHeldBetweenLookupAndCopy) {

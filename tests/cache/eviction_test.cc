@@ -18,8 +18,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 class LimitTest : public ::testing::TestWithParam<ReadPath> {};
 
 TEST_P(LimitTest, ReadsOfLargeFileStayUnderLimit) {

@@ -14,8 +14,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 class IoErrorTest : public ::testing::TestWithParam<ReadPath> {};
 
 TEST_P(IoErrorTest, NothingReadReturnsEioAndCachesNothing) {

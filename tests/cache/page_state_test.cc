@@ -46,7 +46,7 @@ std::string mode_param_name(const ::testing::TestParamInfo<RefMode>& param) {
   return mode_name(param.param);
 }
 
-std::string hex(std::uint64_t v) {
+std::string hex16(std::uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
@@ -60,7 +60,7 @@ TEST(PageStateTest, LayoutMasksAreDisjoint) {
                                   kActive,    kDropBehind, kGenMask,  kRcuFree};
   std::uint64_t seen = 0;
   for (std::uint64_t f : fields) {
-    EXPECT_EQ(seen & f, 0u) << hex(f) << " overlaps an earlier field";
+    EXPECT_EQ(seen & f, 0u) << hex16(f) << " overlaps an earlier field";
     seen |= f;
   }
   EXPECT_EQ(kRcuFree, Page::kRcuFree);
@@ -74,7 +74,7 @@ TEST(PageStateTest, InitCachedSetsCountOneAndGeneration) {
     Page p;
     init_cached(p, gen);
     std::uint64_t s = load(p);
-    EXPECT_EQ(s, gen_bits(gen) | 1) << hex(s);
+    EXPECT_EQ(s, gen_bits(gen) | 1) << hex16(s);
     EXPECT_EQ(count(s), 1u);
     EXPECT_EQ(generation(s), gen);
     EXPECT_FALSE(is_uptodate(p));
@@ -88,7 +88,7 @@ TEST(PageStateTest, InitCachedOverwritesAStaleWord) {
   Page p;
   p.state.store(~std::uint64_t{0}, std::memory_order_relaxed);
   init_cached(p, 7);
-  EXPECT_EQ(load(p), gen_bits(7) | 1) << hex(load(p));
+  EXPECT_EQ(load(p), gen_bits(7) | 1) << hex16(load(p));
 }
 
 TEST(PageStateTest, GenerationWrapsByMasking) {
@@ -109,7 +109,7 @@ TEST(PageStateTest, GenerationWrapsByMasking) {
     EXPECT_EQ(generation(s), c.out);
     // Nothing spills out of the generation field: not rcu_free (bit 63), not
     // the flags, not the count.
-    EXPECT_EQ(s & ~kGenMask, 1u) << hex(s);
+    EXPECT_EQ(s & ~kGenMask, 1u) << hex16(s);
   }
 }
 
@@ -132,13 +132,14 @@ TEST(PageStateTest, FlagsDoNotDisturbCountOrGeneration) {
       ASSERT_TRUE(try_get(p, m));  // count 3: a flag carry or borrow would show
       const std::uint64_t base = load(p);
       for (std::uint64_t f : flags) {
-        SCOPED_TRACE(std::string(mode_name(m)) + " gen " + std::to_string(gen) + " flag " + hex(f));
+        SCOPED_TRACE(std::string(mode_name(m)) + " gen " + std::to_string(gen) + " flag " +
+                     hex16(f));
         set_flags(p, f);
-        EXPECT_EQ(load(p), base | f) << hex(load(p));
+        EXPECT_EQ(load(p), base | f) << hex16(load(p));
         set_flags(p, f);  // idempotent
         EXPECT_EQ(load(p), base | f);
         clear_flags(p, f);
-        EXPECT_EQ(load(p), base) << hex(load(p));
+        EXPECT_EQ(load(p), base) << hex16(load(p));
         clear_flags(p, f);
         EXPECT_EQ(load(p), base);
       }
@@ -221,7 +222,7 @@ TEST(PageStateTest, MarkAccessedIsNoopExhaustive) {
     for (std::uint64_t n : noise) {
       EXPECT_EQ(mark_accessed_is_noop(f | n), expect)
           << "referenced=" << referenced << " active=" << active << " dropbehind=" << dropbehind
-          << " noise=" << hex(n);
+          << " noise=" << hex16(n);
     }
   }
 }
@@ -244,7 +245,7 @@ TEST_P(RefModeTest, TryGetIncrementsAndPutReportsOnlyTheLast) {
   for (std::uint64_t n = 2; n <= 10; n++) {
     ASSERT_TRUE(try_get(p, m));
     ASSERT_EQ(count(load(p)), n);
-    ASSERT_EQ(load(p) & ~kCountMask, flags_gen) << hex(load(p));
+    ASSERT_EQ(load(p) & ~kCountMask, flags_gen) << hex16(load(p));
   }
   for (std::uint64_t n = 10; n > 1; n--) {
     ASSERT_FALSE(put(p, m)) << "put at count " << n << " is not the last";
@@ -254,10 +255,10 @@ TEST_P(RefModeTest, TryGetIncrementsAndPutReportsOnlyTheLast) {
   EXPECT_FALSE(frozen(load(p), m));
   EXPECT_TRUE(put(p, m)) << "the cache's reference is the last";
   std::uint64_t s = load(p);
-  EXPECT_TRUE(frozen(s, m)) << hex(s);
+  EXPECT_TRUE(frozen(s, m)) << hex16(s);
   EXPECT_EQ(count(s), 0u);
   EXPECT_EQ(generation(s), 99u);
-  EXPECT_EQ(s & kAllFlags, kReferenced | kUptodate) << hex(s);
+  EXPECT_EQ(s & kAllFlags, kReferenced | kUptodate) << hex16(s);
   if (m == RefMode::FetchAdd) {
     EXPECT_TRUE(s & kLocked) << "a put reaching zero locks";
   }
@@ -290,7 +291,7 @@ TEST_P(RefModeTest, FreezeOnlyWhenTheCacheHoldsTheOnlyReference) {
   ASSERT_EQ(count(load(p)), 1u);
   EXPECT_TRUE(freeze(p, m));
   std::uint64_t s = load(p);
-  EXPECT_TRUE(frozen(s, m)) << hex(s);
+  EXPECT_TRUE(frozen(s, m)) << hex16(s);
   EXPECT_EQ(count(s), 0u);
   EXPECT_EQ(s & ~(kCountMask | kLocked), flags_gen) << "freeze keeps flags and generation";
   if (m == RefMode::FetchAdd) {
@@ -318,7 +319,7 @@ TEST_P(RefModeTest, FreezeFailsOnADeadPage) {
 TEST_P(RefModeTest, FrozenReportsOnlyFrozenWords) {
   const RefMode m = GetParam();
   for (std::uint64_t c : {std::uint64_t{1}, std::uint64_t{2}, kLockedLimit, kCountMask}) {
-    EXPECT_FALSE(frozen(c | kAllFlags | kGenMask | kRcuFree, m)) << hex(c);
+    EXPECT_FALSE(frozen(c | kAllFlags | kGenMask | kRcuFree, m)) << hex16(c);
   }
   EXPECT_TRUE(frozen(kAllFlags | kGenMask | kRcuFree | (m == RefMode::FetchAdd ? kLocked : 0), m));
   if (m == RefMode::FetchAdd) {
@@ -346,8 +347,8 @@ TEST(FetchAddTest, FailedGetLeavesALockedPageLockedAndItsFlagsAlone) {
     std::uint64_t s = load(p);
     // One thread: each failed getter resets the count it added (a weak CAS may
     // fail spuriously and leave its own 1; the next getter resets that).
-    ASSERT_LE(count(s), 1u) << hex(s);
-    ASSERT_EQ(s & ~kCountMask, locked & ~kCountMask) << hex(s);
+    ASSERT_LE(count(s), 1u) << hex16(s);
+    ASSERT_EQ(s & ~kCountMask, locked & ~kCountMask) << hex16(s);
   }
 }
 
@@ -372,13 +373,13 @@ TEST(FetchAddTest, FailedGetResetsACountPastTheLimit) {
   // flags.
   const std::uint64_t flags_gen = kLocked | kUptodate | kActive | gen_bits(1234);
   for (std::uint64_t c : {kLockedLimit - 1, kLockedLimit, kLockedLimit + 1, kLockedLimit + 1000}) {
-    SCOPED_TRACE(hex(c));
+    SCOPED_TRACE(hex16(c));
     Page p;
     p.state.store(flags_gen | c, std::memory_order_relaxed);
     EXPECT_FALSE(try_get(p, RefMode::FetchAdd));
     std::uint64_t s = load(p);
-    EXPECT_EQ(s & ~kCountMask, flags_gen) << hex(s);
-    EXPECT_LT(count(s), kLockedLimit) << hex(s);
+    EXPECT_EQ(s & ~kCountMask, flags_gen) << hex16(s);
+    EXPECT_LT(count(s), kLockedLimit) << hex16(s);
   }
 }
 
@@ -433,9 +434,9 @@ TEST(FetchAddTest, ManyFailingGettersLeaveLockAndFlagsIntact) {
   std::uint64_t s = load(p);
   EXPECT_EQ(successes.load(), 0) << "a getter got a reference on a locked page";
   EXPECT_EQ(lost_updates, 0) << "of " << toggles << " toggles, flag changes were undone";
-  EXPECT_TRUE(s & kLocked) << hex(s);
-  EXPECT_EQ(s & ~kCountMask, locked | kActive) << "flags/generation disturbed: " << hex(s);
-  EXPECT_LT(count(s), kLockedLimit) << hex(s);
+  EXPECT_TRUE(s & kLocked) << hex16(s);
+  EXPECT_EQ(s & ~kCountMask, locked | kActive) << "flags/generation disturbed: " << hex16(s);
+  EXPECT_LT(count(s), kLockedLimit) << hex16(s);
   EXPECT_LT(max_count_seen.load(), kLockedLimit);
   EXPECT_EQ(generation(s), kMaxGen);
 }
@@ -521,7 +522,7 @@ TEST_P(LastPutRaceTest, ExactlyOneLastPut) {
         (m == RefMode::FetchAdd && !(s & kLocked))) {
       if (++bad_rounds <= 5) {
         ADD_FAILURE() << "round " << r << ": owner last=" << last << " getter lasts=" << getter_last
-                      << " state=" << hex(s);
+                      << " state=" << hex16(s);
       }
     }
   }
@@ -569,7 +570,7 @@ TEST_P(RefModeTest, ConcurrentGetPutKeepsTheCountExact) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failed_gets.load(), 0) << "the cache's reference keeps the page live";
   EXPECT_EQ(last_puts.load(), 0) << "no reader's put is the last while the cache holds one";
-  EXPECT_EQ(load(p), initial) << hex(load(p));
+  EXPECT_EQ(load(p), initial) << hex16(load(p));
   EXPECT_EQ(count(load(p)), 1u);
   EXPECT_TRUE(put(p, m));
 }

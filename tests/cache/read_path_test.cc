@@ -20,7 +20,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
 constexpr std::uint64_t kSize = 2 * 1024 * 1024 + 1234;  // ends inside a page
 
 std::vector<std::pair<std::uint64_t, std::size_t>> read_shapes() {

@@ -23,8 +23,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 TEST(ReadStopTest, ReadPastEofInsidePageIsShortAndExact) {
   PageCache cache(test_config());
   const std::uint64_t size = 2 * P + 1000;

@@ -14,8 +14,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
 TEST(ReadaheadTest, SequentialReadsGrowTheWindow) {
   PageCache cache(test_config());
   const std::uint64_t pages = 256;

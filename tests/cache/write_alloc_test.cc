@@ -15,10 +15,6 @@
 namespace norefs::cache::test {
 namespace {
 
-constexpr std::uint64_t P = kPageSize;
-
-Bytes zeros(std::size_t n) { return Bytes(n, std::byte{0}); }
-
 PageCacheConfig write_config(bool fill_partial, ReadPath path = ReadPath::noref) {
   PageCacheConfig c = test_config(path);
   c.write_fill_partial = fill_partial;
@@ -152,9 +148,9 @@ TEST_P(WriteAllocPathTest, ConcurrentReadersDuringWritesUnderLimit) {
   cfg.async_readahead = true;
   cfg.limit_pages = 24;
   PageCache cache(cfg);
-  constexpr std::uint64_t kSize = 64 * P;
+  constexpr std::uint64_t kFileSize = 64 * P;
   constexpr std::uint32_t kFile = 3;
-  TestFile tf(cache, kFile, kSize);
+  TestFile tf(cache, kFile, kFileSize);
   std::atomic<std::uint32_t> gen{0};
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> bad{0}, over{0}, write_errors{0}, read_errors{0};
@@ -180,8 +176,8 @@ TEST_P(WriteAllocPathTest, ConcurrentReadersDuringWritesUnderLimit) {
     std::mt19937_64 rng(7);
     const int writes = kSanitized ? 150 : 600;
     for (int i = 1; i <= writes; i++) {
-      std::uint64_t pos = (rng() % kSize) & ~std::uint64_t{7};
-      std::size_t len = std::min<std::uint64_t>(8 * (1 + rng() % (P / 2)), kSize - pos);
+      std::uint64_t pos = (rng() % kFileSize) & ~std::uint64_t{7};
+      std::size_t len = std::min<std::uint64_t>(8 * (1 + rng() % (P / 2)), kFileSize - pos);
       gen.store(static_cast<std::uint32_t>(i));  // before the bytes exist anywhere
       // -ENOMEM under the limit drops pages instead of copying them: allowed.
       int e = do_write(cache, tf, pos, pattern(kFile, pos, len, static_cast<std::uint32_t>(i)));
@@ -208,7 +204,7 @@ TEST_P(WriteAllocPathTest, ConcurrentReadersDuringWritesUnderLimit) {
     FileHandle h(tf.f);
     std::mt19937_64 rng(100 + t);
     while (!stop.load()) {
-      std::uint64_t pos = rng() % kSize;
+      std::uint64_t pos = rng() % kFileSize;
       std::size_t len = 1 + rng() % (3 * P);
       Bytes buf(len);
       ssize_t r = cache.read(h, pos, len, buf.data());
@@ -231,7 +227,7 @@ TEST_P(WriteAllocPathTest, ConcurrentReadersDuringWritesUnderLimit) {
   EXPECT_EQ(over.load(), 0u) << "pages live over the limit of " << cfg.limit_pages;
   cache.pool().drain();
   EXPECT_LE(cache.pool_counters().live(), cfg.limit_pages);
-  EXPECT_TRUE(reads_right(cache, tf, 0, kSize));
+  EXPECT_TRUE(reads_right(cache, tf, 0, kFileSize));
   auto c = cache.counters();
   EXPECT_GT(c[Ctr::write_alloc], 0u) << describe(c);
 }

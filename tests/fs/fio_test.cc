@@ -40,6 +40,7 @@ class FioTest : public MountTest, public ::testing::WithParamInterface<Param> {
                                "--do_verify=1",
                                "--verify_fatal=1",
                                "--randrepeat=1",
+                               "--verify_state_save=0",
                                "--group_reporting"};
     if (verify_only) a.push_back("--verify_only");
     return a;

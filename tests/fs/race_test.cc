@@ -21,8 +21,8 @@
 
 #include "cache/page_cache.h"
 #include "fs_test_util.h"
-#include "tools/mount_race.h"
-#include "tools/partial_fault.h"
+#include "tools/check/mount_race.h"
+#include "tools/check/partial_fault.h"
 
 namespace norefs::fs::test {
 namespace {

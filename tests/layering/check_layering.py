@@ -10,10 +10,18 @@ Layers (tools -> fs -> cache -> alloc; nothing includes upwards):
   alloc/  includes only alloc/
   cache/  includes alloc/ and cache/
   fs/     includes alloc/, cache/ and fs/
-  tools/  includes alloc/, cache/, tools/, and from fs/ only fs/control.h
-          (the ioctl ABI: tools reach the daemon only through a mount) and
-          the FUSE transport fs/fuse_io.h, fs/fuse_uring.h (libfuse and
-          liburing only: the minimal server serves over it)
+  tools/ is four groups (tools/README.md), each a layer of its own above
+  alloc/ and cache/:
+    tools/lib/    includes alloc/, cache/, tools/lib/
+    tools/ctl/    also tools/ctl/
+    tools/bench/  also tools/ctl/ and tools/bench/
+    tools/check/  also tools/ctl/ and tools/check/
+  so bench/ and check/ never include each other, and ctl/ includes neither.
+  From fs/ the tools include only fs/control.h (the ioctl ABI: tools reach
+  the daemon only through a mount), and the minimal FUSE server
+  tools/bench/minimal_fuse.cc the transport fs/fuse_io.h, fs/fuse_uring.h
+  (libfuse and liburing only: it serves over it).  A C++ file directly in
+  tools/ is in no group, and wrong.
 Project includes are written from the project root ("alloc/page.h"), never
 with "..".
 The tests are held to what their binary links by the compiler instead
@@ -23,7 +31,7 @@ Third-party headers (everywhere: product code and tests):
   liburcu  (<urcu.h>, <urcu-*.h>, <urcu/...>)  only in alloc/rcu.h, alloc/rcu.cc
   jemalloc (<jemalloc.h>, <jemalloc/...>)       only in alloc/page_arena.cc
   libfuse  (<fuse*.h>, <fuse3/...>)             only in fs/ and the standalone
-           FUSE servers: tools/minimal_fuse.cc and tests/<dir>/helpers/*_fuse.cc
+           FUSE servers: tools/bench/minimal_fuse.cc and tests/<dir>/helpers/*_fuse.cc
            (<linux/fuse.h>, the kernel's protocol, is not libfuse)
 """
 import pathlib
@@ -32,19 +40,36 @@ import sys
 
 PRODUCT = ("alloc", "cache", "fs", "tools")
 SCANNED = PRODUCT + ("tests",)
-# What each product directory may include from the project.
+TOOL_GROUPS = ("lib", "ctl", "bench", "check")
+# What each layer may include from the project (a layer: alloc, cache, fs,
+# or tools/<group>).
 MAY_INCLUDE = {
     "alloc": {"alloc"},
     "cache": {"alloc", "cache"},
     "fs": {"alloc", "cache", "fs"},
-    "tools": {"alloc", "cache", "tools"},
+    "tools/lib": {"alloc", "cache", "tools/lib"},
+    "tools/ctl": {"alloc", "cache", "tools/lib", "tools/ctl"},
+    "tools/bench": {"alloc", "cache", "tools/lib", "tools/ctl", "tools/bench"},
+    "tools/check": {"alloc", "cache", "tools/lib", "tools/ctl", "tools/check"},
 }
-# Single headers allowed across a layer boundary, and why.
+# Single headers allowed across a layer boundary, and why: (layer or file,
+# header).
 EXCEPTIONS = {
-    ("tools", "fs/control.h"): "the ioctl ABI",
-    ("tools", "fs/fuse_io.h"): "the FUSE transport (norefs_fuse_io)",
-    ("tools", "fs/fuse_uring.h"): "the FUSE transport (norefs_fuse_io)",
+    ("tools/ctl", "fs/control.h"): "the ioctl ABI",
+    ("tools/bench", "fs/control.h"): "the ioctl ABI",
+    ("tools/check", "fs/control.h"): "the ioctl ABI",
+    ("tools/bench/minimal_fuse.cc", "fs/fuse_io.h"): "the FUSE transport (norefs_fuse_io)",
+    ("tools/bench/minimal_fuse.cc", "fs/fuse_uring.h"): "the FUSE transport (norefs_fuse_io)",
 }
+
+
+def layer_of(path):
+    """The layer of a file or an included header ("tools/bench/x.h" -> "tools/bench"),
+    None for a path outside the product."""
+    parts = path.split("/")
+    if parts[0] == "tools":
+        return "tools/" + parts[1] if len(parts) > 2 else "tools"
+    return parts[0] if parts[0] in PRODUCT and len(parts) > 1 else None
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 URCU = re.compile(r"^(urcu(\.h|-[^/]*\.h)|urcu/)")
@@ -54,7 +79,7 @@ LIBFUSE = re.compile(r"^(fuse[^/]*\.h|fuse3?/)")
 
 def fuse_allowed(rel):
     parts = rel.split("/")
-    if parts[0] == "fs" or rel == "tools/minimal_fuse.cc":
+    if parts[0] == "fs" or rel == "tools/bench/minimal_fuse.cc":
         return True
     return (len(parts) == 4 and parts[0] == "tests" and parts[2] == "helpers"
             and parts[3].endswith("_fuse.cc"))
@@ -66,14 +91,17 @@ THIRD_PARTY = (
     (JEMALLOC, "jemalloc", lambda rel: rel == "alloc/page_arena.cc",
      "only alloc/page_arena.cc includes jemalloc (use alloc/page_arena.h)"),
     (LIBFUSE, "libfuse", fuse_allowed,
-     "libfuse only in fs/, tools/minimal_fuse.cc and tests/*/helpers/*_fuse.cc"),
+     "libfuse only in fs/, tools/bench/minimal_fuse.cc and tests/*/helpers/*_fuse.cc"),
 )
 
 
 def check_file(root, path):
     rel = path.relative_to(root).as_posix()
-    top = rel.split("/")[0]
+    top = layer_of(rel)
     errors = []
+    if top == "tools" or (top or "").startswith("tools/") and top[6:] not in TOOL_GROUPS:
+        errors.append(f"{rel}:1: a tools/ source belongs in one of the groups "
+                      f"tools/{{{','.join(TOOL_GROUPS)}}}/ (tools/README.md)")
     with open(path, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             m = INCLUDE.match(line)
@@ -88,13 +116,15 @@ def check_file(root, path):
             if m.group(1) == '"' and ".." in header.split("/"):
                 errors.append(f'{where}: #include "{header}": write project includes from '
                               f'the project root ("alloc/page.h"), without ..')
-            first = header.split("/")[0]
-            if top in MAY_INCLUDE and "/" in header and first in PRODUCT:
-                if first not in MAY_INCLUDE[top] and (top, header) not in EXCEPTIONS:
-                    allowed = ", ".join(sorted(MAY_INCLUDE[top]))
+            target = layer_of(header) if "/" in header else None
+            if top in MAY_INCLUDE and target is not None:
+                if (target not in MAY_INCLUDE[top] and (top, header) not in EXCEPTIONS
+                        and (rel, header) not in EXCEPTIONS):
+                    allowed = ", ".join(f"{d}/" for d in sorted(MAY_INCLUDE[top]))
                     errors.append(f"{where}: #include {m.group(1)}{header}: a {top}/ file "
-                                  f"includes only from {allowed}/ (layers: tools -> fs -> "
-                                  f"cache -> alloc)")
+                                  f"includes only from {allowed} (layers: tools -> fs -> "
+                                  f"cache -> alloc; tools/bench and tools/check -> "
+                                  f"tools/ctl -> tools/lib)")
     return errors
 
 
@@ -107,13 +137,19 @@ def main():
         print(f"check_layering: {root} has none of {', '.join(PRODUCT)}", file=sys.stderr)
         return 2
     errors = [e for p in files for e in check_file(root, p)]
+    return report("check_layering", errors, f"{len(files)} files",
+                  "tests/layering/check_layering.py, docs/testing.md")
+
+
+def report(tool, errors, checked, rules):
+    """Prints the violations, one a line, then the verdict; the exit status.
+    Also check_links.py's."""
     for e in errors:
         print(e)
     if errors:
-        print(f"check_layering: {len(errors)} violation(s) in {len(files)} files "
-              f"(rules: tests/layering/check_layering.py, docs/testing.md)")
+        print(f"{tool}: {len(errors)} violation(s) in {checked} (rules: {rules})")
         return 1
-    print(f"check_layering: ok ({len(files)} files)")
+    print(f"{tool}: ok ({checked})")
     return 0
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# tests/plot/fs_bench_report_test.sh — tools/fs_bench_report.py, the
-# statistics of tools/fs_bench.sh, on made-up raw results with known answers:
+# tests/plot/fs_bench_report_test.sh — tools/bench/fs_bench_report.py, the
+# statistics of tools/bench/fs_bench.sh, on made-up raw results with known answers:
 # means, min-max spreads, MiB/s, the ratios to cache=off, to the minimal
 # server and over /dev/fuse, targets met (one exactly at its 1.2x), missed and
 # not evaluated, failed rounds left out of the means, the daemons' counters;
 # the table, fs_bench.csv and fs_bench.json; bad input refused with exit 2 and
-# a message; the figures (--plot, tools/plot.py fs).  Then each of a list of
+# a message; the figures (--plot, tools/bench/plot.py fs).  Then each of a list of
 # broken copies of the script (a wrong mean, spread, ratio, comparison, ...)
 # must fail the same checks: none of them can pass by accident.
 set -euo pipefail
@@ -196,10 +196,10 @@ PY
 }
 
 # ── The real script passes every check, and draws the figures ──
-( check "$root/tools/fs_bench_report.py" ) || fail "tools/fs_bench_report.py"
+( check "$root/tools/bench/fs_bench_report.py" ) || fail "tools/bench/fs_bench_report.py"
 d="$tmp/plotted"
 cp -r "$raw" "$d"
-out=$("$root/tools/fs_bench_report.py" "$d" --runtime 2 --rounds 2 --io-uring --plot "$d/fig" \
+out=$("$root/tools/bench/fs_bench_report.py" "$d" --runtime 2 --rounds 2 --io-uring --plot "$d/fig" \
   2>/dev/null)
 for f in fs_bench_pread16 fs_bench_throughput; do
   [ "$(head -c 4 "$d/fig/$f.png" | od -An -tx1 | tr -d ' \n')" = 89504e47 ] || fail "$f.png: not a PNG"
@@ -211,17 +211,17 @@ grep -q "minimal+uring" "$d/fig/fs_bench_pread16.svg" || fail "no legend in fs_b
 grep -q "4 KiB random reads" "$d/fig/fs_bench_throughput.svg" || fail "no panel title in the bars"
 # Only the 16-byte preads: no throughput figure.
 grep -v randread "$d/fs_bench.csv" >"$tmp/pread-only.csv"
-"$root/tools/plot.py" fs "$tmp/pread-only.csv" "$tmp/po" >/dev/null
+"$root/tools/bench/plot.py" fs "$tmp/pread-only.csv" "$tmp/po" >/dev/null
 [ -s "$tmp/po/fs_bench_pread16.png" ] && [ ! -e "$tmp/po/fs_bench_throughput.png" ] ||
   fail "plot.py fs: figures of jobs that did not run"
 # plot.py fs refuses a CSV of another tool and one with no result.
 set +e
-msg=$("$root/tools/plot.py" fs "$root/docs/punch-wait-data/ratios.csv" "$tmp/b" 2>&1); rc=$?
+msg=$("$root/tools/bench/plot.py" fs "$root/docs/punch-wait-data/ratios.csv" "$tmp/b" 2>&1); rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "missing columns" <<<"$msg" || fail "plot.py fs, another CSV: rc=$rc $msg"
 { head -1 "$d/fs_bench.csv"; echo '"pread16-1",1,"noref",0,,,,,,,,'; } >"$tmp/none.csv"
 set +e
-msg=$("$root/tools/plot.py" fs "$tmp/none.csv" "$tmp/b" 2>&1); rc=$?
+msg=$("$root/tools/bench/plot.py" fs "$tmp/none.csv" "$tmp/b" 2>&1); rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "no row with a result" <<<"$msg" || fail "plot.py fs, no result: rc=$rc $msg"
 [ ! -e "$tmp/b" ] || fail "plot.py fs: figures written from bad input"
@@ -247,9 +247,9 @@ broken=(
 )
 for i in "${!broken[@]}"; do
   copy="$tmp/broken$i.py"
-  sed "${broken[$i]}" "$root/tools/fs_bench_report.py" >"$copy"
+  sed "${broken[$i]}" "$root/tools/bench/fs_bench_report.py" >"$copy"
   chmod +x "$copy"
-  ! cmp -s "$copy" "$root/tools/fs_bench_report.py" || fail "broken copy $i: '${broken[$i]}' changed nothing"
+  ! cmp -s "$copy" "$root/tools/bench/fs_bench_report.py" || fail "broken copy $i: '${broken[$i]}' changed nothing"
   if (check "$copy") >"$tmp/broken.log" 2>&1; then
     fail "broken copy $i ('${broken[$i]}') passes the checks"
   fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# tests/plot/plot_test.sh — tools/plot.py draws PNG and SVG from a CSV in the
+# tests/plot/plot_test.sh — tools/bench/plot.py draws PNG and SVG from a CSV in the
 # tools' format, and refuses bad input with exit 2 and a message.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -15,7 +15,7 @@ size,variant,threads,path,rounds,reads_per_sec,reads_per_sec_min,reads_per_sec_m
 4096,private,1,noref,3,4.0e6,3.9e6,4.1e6
 4096,private,2,noref,3,7.9e6,7.5e6,8.0e6
 CSV
-out=$("$root/tools/plot.py" pread "$tmp/pread.csv" "$tmp/out")
+out=$("$root/tools/bench/plot.py" pread "$tmp/pread.csv" "$tmp/out")
 for ext in png svg; do
   f="$tmp/out/pread_scaling.$ext"
   [ -s "$f" ] || { echo "FAIL: $f missing or empty"; exit 1; }
@@ -26,17 +26,17 @@ grep -q "noref" "$tmp/out/pread_scaling.svg" || { echo "FAIL: no legend in the S
 # Bad input: a CSV of another tool, and an empty one.
 printf "a,b\n1,2\n" >"$tmp/bad.csv"
 set +e
-msg=$("$root/tools/plot.py" pread "$tmp/bad.csv" "$tmp/out2" 2>&1); rc=$?
+msg=$("$root/tools/bench/plot.py" pread "$tmp/bad.csv" "$tmp/out2" 2>&1); rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "missing columns" <<<"$msg" || { echo "FAIL: bad CSV: rc=$rc $msg"; exit 1; }
 : >"$tmp/empty.csv"
 set +e
-"$root/tools/plot.py" pread "$tmp/empty.csv" "$tmp/out3" 2>/dev/null; rc=$?
+"$root/tools/bench/plot.py" pread "$tmp/empty.csv" "$tmp/out3" 2>/dev/null; rc=$?
 set -e
 [ "$rc" -eq 2 ] || { echo "FAIL: empty CSV: rc=$rc"; exit 1; }
 
 # ── punch: norefs_punch_wait --samples-csv and --csv, in the tool's headers ──
-plot="$root/tools/plot.py"
+plot="$root/tools/bench/plot.py"
 fail() { echo "FAIL: $*"; exit 1; }
 # A real figure: a PNG (its magic) of more than 10 KB, an SVG.
 figure() {

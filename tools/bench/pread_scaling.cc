@@ -1,0 +1,818 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "tools/bench/pread_scaling.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "cache/backing.h"
+#include "cache/copy.h"
+#include "tools/lib/backings.h"
+#include "tools/lib/report.h"
+
+namespace norefs::tools {
+
+using cache::CacheCounters;
+using cache::Ctr;
+using cache::kStops;
+using cache::PageCache;
+using cache::ReadPath;
+using cache::Stop;
+using report::si;
+
+namespace {
+
+// Per-thread things live on their own 128-byte lines (two 64-byte lines:
+// will-it-scale's choice, against the adjacent-line prefetcher), so that
+// the tool itself adds no false sharing to what it measures.  FileHandle
+// holds prev_pos, which every read stores: handles side by side in one
+// array would share a line between threads.
+constexpr std::size_t kLine = 128;
+
+struct alignas(kLine) PaddedHandle {
+  explicit PaddedHandle(std::shared_ptr<cache::CachedFile> f) : h(std::move(f)) {}
+  cache::FileHandle h;
+};
+
+struct alignas(kLine) ThreadCounter {
+  std::atomic<std::uint64_t> reads{0};  // single writer: its thread (relaxed load + store)
+};
+
+struct AlignedFree {
+  std::align_val_t align{kLine};
+  void operator()(std::byte* p) const { ::operator delete[](p, align); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte[], AlignedFree>;
+
+AlignedBuffer aligned_buffer(std::size_t n, std::size_t align = kLine) {
+  std::size_t rounded = (std::max<std::size_t>(n, 1) + align - 1) / align * align;
+  std::align_val_t a{align};
+  return AlignedBuffer(static_cast<std::byte*>(::operator new[](rounded, a)), AlignedFree{a});
+}
+
+std::byte content_byte(std::uint64_t i) { return static_cast<std::byte>((i * 131 + 7) & 0xff); }
+
+// The floor's "read": `len` bytes from `src` (the file's bytes, page-aligned)
+// at `pos`, copied page by page with the read paths' copy_bytes(), with the call
+// shape of PageCache::read (a call the compiler cannot see into, a length
+// returned and compared).  No cache, no lookup, no section, no counter.
+[[gnu::noinline]] ssize_t floor_read(const std::byte* src, std::uint64_t size, std::uint64_t pos,
+                                     std::size_t len, std::byte* dst) {
+  if (pos >= size) return 0;
+  len = std::min<std::size_t>(len, size - pos);
+  std::size_t done = 0;
+  while (done < len) {
+    std::size_t off = (pos + done) & (cache::kPageSize - 1);
+    std::size_t n = std::min(len - done, cache::kPageSize - off);
+    cache::copy_bytes(dst + done, src + pos + done, n);
+    done += n;
+  }
+  return static_cast<ssize_t>(done);
+}
+
+// The in-memory backing: the bytes generated from their offset.
+std::unique_ptr<cache::Backing> memory_backing(std::size_t size) {
+  return std::make_unique<GeneratedBacking>(size,
+                                            [](std::uint64_t off, std::byte* dst, std::size_t n) {
+                                              for (std::size_t k = 0; k < n; k++)
+                                                dst[k] = content_byte(off + k);
+                                            });
+}
+
+// A temp file of `size` bytes, already unlinked (pread1's mkstemp + unlink).
+std::unique_ptr<cache::Backing> temp_file_backing(const std::string& dir, std::size_t size) {
+  std::string path = dir + "/norefs-pread-XXXXXX";
+  int fd = mkstemp(path.data());
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "mkstemp " + path);
+  unlink(path.c_str());
+  std::vector<std::byte> bytes(size);
+  for (std::size_t i = 0; i < size; i++) bytes[i] = content_byte(i);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t w = pwrite(fd, bytes.data() + done, size - done, static_cast<off_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      int e = errno;
+      close(fd);
+      throw std::system_error(e, std::generic_category(), "write " + path);
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  return std::make_unique<cache::FdBacking>(fd, true);
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
+}
+
+std::uint64_t delta(const CacheCounters& a, const CacheCounters& b, Ctr c) { return b[c] - a[c]; }
+
+std::string size_name(std::size_t n) {
+  if (n >= (1u << 20) && n % (1u << 20) == 0) return std::to_string(n >> 20) + "M";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + "K";
+  return std::to_string(n);
+}
+
+std::string join_u(const std::vector<unsigned>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string_view pread_variant_name(PreadVariant v) {
+  return v == PreadVariant::shared ? "shared" : "private";
+}
+
+std::optional<PreadVariant> parse_pread_variant(std::string_view s) {
+  if (s == "shared") return PreadVariant::shared;
+  if (s == "private") return PreadVariant::private_;
+  return std::nullopt;
+}
+
+std::string_view pread_backing_name(PreadBacking b) {
+  return b == PreadBacking::file ? "file" : "memory";
+}
+
+namespace {
+
+// The cache's read path a row measures; the floor measures none (its cache
+// only provides the handles, with the default path).
+ReadPath cache_path(PreadPath p) {
+  switch (p) {
+    case PreadPath::ref:
+      return ReadPath::ref;
+    case PreadPath::ref_fetchadd:
+      return ReadPath::ref_fetchadd;
+    case PreadPath::stackcopy:
+      return ReadPath::stackcopy;
+    case PreadPath::floor:
+    case PreadPath::noref:
+      break;
+  }
+  return ReadPath::noref;
+}
+
+}  // namespace
+
+std::string_view pread_path_name(PreadPath p) {
+  return p == PreadPath::floor ? "floor" : cache::read_path_name(cache_path(p));
+}
+
+std::optional<PreadPath> parse_pread_path(std::string_view s) {
+  for (auto p : {PreadPath::floor, PreadPath::noref, PreadPath::ref, PreadPath::ref_fetchadd,
+                 PreadPath::stackcopy}) {
+    if (s == pread_path_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
+                               unsigned threads, PreadPath path) {
+  cache::PageCacheConfig cfg;
+  cfg.read_path = cache_path(path);
+  cfg.pool.defer = p.defer;
+  cfg.batch = p.batch;
+  PageCache cache(cfg);
+
+  const std::size_t file_size = std::max(size, cache::kPageSize);
+  const unsigned nfiles = variant == PreadVariant::shared ? 1 : threads;
+  std::vector<std::shared_ptr<cache::CachedFile>> files;
+  for (unsigned i = 0; i < nfiles; i++) {
+    std::unique_ptr<cache::Backing> b = p.backing == PreadBacking::file
+                                            ? temp_file_backing(p.tmp_dir, file_size)
+                                            : memory_backing(file_size);
+    files.push_back(cache.open_file(std::move(b), file_size));
+  }
+  std::vector<std::unique_ptr<PaddedHandle>> handles;
+  for (unsigned t = 0; t < threads; t++) {
+    handles.push_back(std::make_unique<PaddedHandle>(files[t % nfiles]));
+  }
+  // The floor's source: one page-aligned copy of a file's bytes per file,
+  // so that private threads copy from their own pages as they would from
+  // the cache.
+  const bool floor = path == PreadPath::floor;
+  std::vector<AlignedBuffer> sources;
+  for (unsigned i = 0; floor && i < nfiles; i++) {
+    AlignedBuffer s = aligned_buffer(file_size, cache::kPageSize);
+    for (std::size_t b = 0; b < file_size; b++) s[b] = content_byte(b);
+    sources.push_back(std::move(s));
+  }
+
+  PreadMeasurement m;
+  // Warm: a pass reads once through every handle; stop after the first pass
+  // (from the second on) in which nothing stopped the fast path, nothing
+  // missed or waited and no readahead started.  The floor has nothing to
+  // warm but its own bytes, which its first timed reads touch.
+  if (floor) {
+    m.warm = true;
+  } else {
+    AlignedBuffer buf = aligned_buffer(size);
+    for (unsigned pass = 1; pass <= p.max_warm_passes; pass++) {
+      CacheCounters a = cache.counters();
+      for (auto& h : handles) {
+        ssize_t r = cache.read(h->h, 0, size, buf.get());
+        if (r != static_cast<ssize_t>(size)) {
+          throw std::runtime_error("pread_scaling: warm-up read returned " + std::to_string(r) +
+                                   ", expected " + std::to_string(size));
+        }
+      }
+      CacheCounters b = cache.counters();
+      bool clean = delta(a, b, Ctr::misses) == 0 && delta(a, b, Ctr::waits) == 0 &&
+                   delta(a, b, Ctr::sync_readahead) == 0 &&
+                   delta(a, b, Ctr::async_readahead) == 0 && delta(a, b, Ctr::readahead_pages) == 0;
+      // `batch` is no sign of a cold cache: a read of more pages than the
+      // batch limit always stops there, and goes on in a new section.
+      for (std::size_t s = 0; s < kStops; s++) {
+        if (static_cast<Stop>(s) == Stop::batch) continue;
+        clean = clean && delta(a, b, cache::stop_counter(static_cast<Stop>(s))) == 0;
+      }
+      m.warm_passes = pass;
+      if (clean && pass >= 2) {
+        m.warm = true;
+        break;
+      }
+    }
+  }
+
+  std::vector<ThreadCounter> counters(threads);
+  std::atomic<int> go{0};
+  std::atomic<bool> stop{false}, failed{false};
+  std::vector<int> cpus = p.pin ? allowed_cpus() : std::vector<int>{};
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; t++) {
+    workers.emplace_back([&, t] {
+      if (!cpus.empty()) pin_to(cpus[t % cpus.size()]);
+      AlignedBuffer buf = aligned_buffer(size);
+      cache::FileHandle& h = handles[t]->h;
+      std::atomic<std::uint64_t>& reads = counters[t].reads;
+      const ssize_t want = static_cast<ssize_t>(size);
+      go.wait(0, std::memory_order_acquire);
+      // Relaxed: a flag polled per read; it publishes nothing.  Two loops,
+      // so that neither pays a branch on the path per read.
+      if (floor) {
+        const std::byte* src = sources[t % nfiles].get();
+        while (!stop.load(std::memory_order_relaxed)) {
+          if (floor_read(src, file_size, 0, size, buf.get()) != want)
+            failed.store(true, std::memory_order_relaxed);
+          reads.store(reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        }
+        return;
+      }
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (cache.read(h, 0, size, buf.get()) != want)
+          failed.store(true, std::memory_order_relaxed);
+        reads.store(reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+    });
+  }
+
+  // Relaxed snapshots: each counter has one writer; we want each value, not
+  // an order between them (as will-it-scale's parent reads its children).
+  auto snapshot = [&] {
+    std::vector<std::uint64_t> v(threads);
+    for (unsigned t = 0; t < threads; t++) v[t] = counters[t].reads.load(std::memory_order_relaxed);
+    return v;
+  };
+  // The CPU time the threads got: on a machine shared with other work,
+  // reads/s alone cannot tell a slow read from a thread that did not run.
+  std::vector<clockid_t> clocks(threads);
+  for (unsigned t = 0; t < threads; t++) {
+    if (pthread_getcpuclockid(workers[t].native_handle(), &clocks[t]) != 0) {
+      clocks[t] = CLOCK_THREAD_CPUTIME_ID;  // marks "unknown" below
+    }
+  }
+  auto cpu_seconds = [&] {
+    double sum = 0;
+    for (unsigned t = 0; t < threads; t++) {
+      timespec ts{};
+      if (clocks[t] == CLOCK_THREAD_CPUTIME_ID || clock_gettime(clocks[t], &ts) != 0) return -1.0;
+      sum += static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    }
+    return sum;
+  };
+  go.store(1, std::memory_order_release);
+  go.notify_all();
+  // Count only once every thread is reading (will-it-scale waits for all
+  // its tasks), then after `settle` more.
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);;) {
+    bool all = true;
+    for (auto& c : counters) all = all && c.reads.load(std::memory_order_relaxed) > 0;
+    if (all || failed.load(std::memory_order_relaxed) ||
+        std::chrono::steady_clock::now() > deadline)
+      break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.settle));
+  // The cache's counters and the threads' next to each other, with no
+  // system call between them (the CPU clocks are read outside): this
+  // thread competes with the readers for the CPUs, and a reschedule between
+  // the two snapshots would count a time slice of reads in one and not in
+  // the other (seen under ASan: 4.7% of a round's reads).
+  CacheCounters c0 = cache.counters();
+  std::vector<std::uint64_t> r0 = snapshot();
+  auto t0 = std::chrono::steady_clock::now();
+  double cpu0 = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
+  double cpu1 = cpu_seconds();
+  std::vector<std::uint64_t> r1 = snapshot();
+  auto t1 = std::chrono::steady_clock::now();
+  CacheCounters c1 = cache.counters();
+  stop.store(true, std::memory_order_relaxed);
+  for (auto& w : workers) w.join();
+  if (failed.load(std::memory_order_relaxed)) {
+    throw std::runtime_error("pread_scaling: a timed read returned a short count or an error");
+  }
+
+  m.seconds = std::chrono::duration<double>(t1 - t0).count();
+  m.thread_reads_min = std::numeric_limits<std::uint64_t>::max();
+  for (unsigned t = 0; t < threads; t++) {
+    std::uint64_t n = r1[t] - r0[t];
+    m.reads += n;
+    m.thread_reads_min = std::min(m.thread_reads_min, n);
+    m.thread_reads_max = std::max(m.thread_reads_max, n);
+  }
+  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
+  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
+                          : std::numeric_limits<double>::infinity();
+  if (cpu0 >= 0 && cpu1 >= 0) {
+    m.cpu_seconds = cpu1 - cpu0;
+    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
+    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
+                                : std::numeric_limits<double>::infinity();
+  }
+  m.cache_reads = delta(c0, c1, Ctr::reads);
+  m.fast_reads = delta(c0, c1, Ctr::fast_reads);
+  m.slow_hits = delta(c0, c1, Ctr::slow_hits);
+  m.misses = delta(c0, c1, Ctr::misses);
+  m.waits = delta(c0, c1, Ctr::waits);
+  for (std::size_t s = 0; s < kStops; s++) {
+    m.stops[s] = delta(c0, c1, cache::stop_counter(static_cast<Stop>(s)));
+  }
+  handles.clear();
+  files.clear();
+  return m;
+}
+
+void aggregate_pread_rows(std::vector<PreadRow>& rows) {
+  auto find_path = [&](const PreadRow& r, PreadPath path) -> const PreadRow* {
+    for (const auto& x : rows) {
+      if (x.size == r.size && x.variant == r.variant && x.threads == r.threads && x.path == path)
+        return &x;
+    }
+    return nullptr;
+  };
+  for (auto& row : rows) {
+    std::vector<double> rate, ns, share, cpu_ns;
+    std::uint64_t cache_reads = 0, fast = 0;
+    std::array<std::uint64_t, kStops> stops{};
+    row.all_warm = true;
+    for (const auto& m : row.rounds) {
+      rate.push_back(m.reads_per_sec);
+      ns.push_back(m.ns_per_read);
+      if (m.cpu_seconds > 0) {
+        share.push_back(m.cpu_share);
+        cpu_ns.push_back(m.cpu_ns_per_read);
+      }
+      cache_reads += m.cache_reads;
+      fast += m.fast_reads;
+      for (std::size_t s = 0; s < kStops; s++) stops[s] += m.stops[s];
+      row.all_warm = row.all_warm && m.warm;
+    }
+    const report::Spread rs = report::spread(rate);
+    row.reads_per_sec = rs.median;
+    row.reads_per_sec_min = rate.empty() ? 0 : rs.min;
+    row.reads_per_sec_max = rate.empty() ? 0 : rs.max;
+    row.ns_per_read = report::median(ns);
+    row.cpu_share = report::median(share);
+    row.cpu_ns_per_read = report::median(cpu_ns);
+    double mreads = static_cast<double>(cache_reads) / 1e6;
+    for (std::size_t s = 0; s < kStops; s++) {
+      row.stops_per_mread[s] = cache_reads ? static_cast<double>(stops[s]) / mreads : 0;
+    }
+    row.fast_read_fraction =
+        cache_reads ? static_cast<double>(fast) / static_cast<double>(cache_reads) : 0;
+  }
+  // Same-round ratios: reads/s of `num` / reads/s of `den`, round by round.
+  auto ratios = [](const PreadRow* num, const PreadRow* den) {
+    std::vector<double> v;
+    for (std::size_t i = 0; num && den && i < num->rounds.size() && i < den->rounds.size(); i++) {
+      if (den->rounds[i].reads_per_sec > 0) {
+        v.push_back(num->rounds[i].reads_per_sec / den->rounds[i].reads_per_sec);
+      }
+    }
+    return v;
+  };
+  auto med_min_max = [](const std::vector<double>& v, double& med, double& lo, double& hi) {
+    const report::Spread sp = report::spread(v);
+    med = sp.median;
+    lo = sp.min;
+    hi = sp.max;
+  };
+  for (auto& row : rows) {
+    med_min_max(ratios(&row, find_path(row, PreadPath::ref)), row.ratio_to_ref,
+                row.ratio_to_ref_min, row.ratio_to_ref_max);
+    const PreadRow* floor = find_path(row, PreadPath::floor);
+    med_min_max(ratios(floor, &row), row.times_floor, row.times_floor_min, row.times_floor_max);
+    std::vector<double> over;
+    for (std::size_t i = 0; floor && i < row.rounds.size() && i < floor->rounds.size(); i++) {
+      over.push_back(row.rounds[i].ns_per_read - floor->rounds[i].ns_per_read);
+    }
+    row.ns_over_floor = report::median(over);
+  }
+}
+
+std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows) {
+  auto find = [&](std::size_t size, PreadVariant v, unsigned n, PreadPath path) -> const PreadRow* {
+    for (const auto& r : rows) {
+      if (r.size == size && r.variant == v && r.threads == n && r.path == path && !r.rounds.empty())
+        return &r;
+    }
+    return nullptr;
+  };
+  char buf[512];
+  report::Targets out;
+  const auto shared = PreadVariant::shared;
+
+  {  // (a) 16 B of one shared page, 2 threads: noref >= 3x ref.
+    report::Target& t =
+        out.add("a", "16-byte reads of one shared page, 2 threads: noref reads/s >= 3x ref's", 3.0);
+    const PreadRow *n = find(16, shared, 2, PreadPath::noref),
+                   *r = find(16, shared, 2, PreadPath::ref);
+    if (n && r) {
+      double v = n->reads_per_sec / r->reads_per_sec;
+      std::snprintf(buf, sizeof buf,
+                    "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f; "
+                    "CPU ns/read %.1f vs %.1f, threads got %.0f%% / %.0f%% of their CPUs)",
+                    si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v,
+                    n->ratio_to_ref_min, n->ratio_to_ref_max, n->cpu_ns_per_read,
+                    r->cpu_ns_per_read, 100 * n->cpu_share, 100 * r->cpu_share);
+      t.measure(v, v >= t.threshold, buf);
+    }
+  }
+  {  // (b) noref at 2 threads >= 1.9x its own 1-thread reads/s.
+    report::Target& t = out.add(
+        "b", "16-byte reads of one shared page: noref at 2 threads >= 1.9x noref at 1", 1.9);
+    const PreadRow *two = find(16, shared, 2, PreadPath::noref),
+                   *one = find(16, shared, 1, PreadPath::noref);
+    if (two && one) {
+      double v = two->reads_per_sec / one->reads_per_sec;
+      // Information beside the target: per CPU-second, what 2 threads read
+      // compared with 1 (x2 = the scaling if each had a whole CPU).
+      double per_cpu = one->cpu_ns_per_read / two->cpu_ns_per_read;
+      std::snprintf(buf, sizeof buf,
+                    "2 threads %s reads/s / 1 thread %s reads/s = %.2fx (threads got %.0f%% / "
+                    "%.0f%% of their CPUs; reads per CPU-second at 2 threads %.2fx of 1 thread's, "
+                    "so %.2fx with two whole CPUs)",
+                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), v,
+                    100 * two->cpu_share, 100 * one->cpu_share, per_cpu, 2 * per_cpu);
+      t.measure(v, v >= t.threshold, buf);
+    }
+  }
+  {  // (c) 1 thread: noref ns/read <= 0.95x ref's.
+    report::Target& t = out.add("c", "16-byte reads, 1 thread: noref ns/read <= 0.95x ref's", 0.95);
+    const PreadRow *n = find(16, shared, 1, PreadPath::noref),
+                   *r = find(16, shared, 1, PreadPath::ref);
+    if (n && r) {
+      double v = n->ns_per_read / r->ns_per_read;
+      std::snprintf(buf, sizeof buf,
+                    "noref %.1f ns/read / ref %.1f ns/read = %.3fx (CPU ns/read %.1f / %.1f = "
+                    "%.3fx)",
+                    n->ns_per_read, r->ns_per_read, v, n->cpu_ns_per_read, r->cpu_ns_per_read,
+                    n->cpu_ns_per_read / r->cpu_ns_per_read);
+      t.measure(v, v <= t.threshold, buf);
+    }
+  }
+  // (d) 64 KiB and 1 MiB: noref no slower than ref, for every variant and
+  // thread count measured.  Noise: the larger relative half-range over
+  // rounds of the two rows; "within noise" counts as met and says so.
+  for (std::size_t size : {std::size_t{65536}, std::size_t{1048576}}) {
+    for (const auto& n : rows) {
+      if (n.size != size || n.path != PreadPath::noref || n.rounds.empty()) continue;
+      const PreadRow* r = find(size, n.variant, n.threads, PreadPath::ref);
+      if (!r) continue;
+      report::Target& t =
+          out.add("d",
+                  size_name(size) + " reads, " + std::string(pread_variant_name(n.variant)) + ", " +
+                      std::to_string(n.threads) +
+                      " thread(s): noref no slower than ref (ratio >= 1.0 within noise)",
+                  1.0);
+      double v = n.reads_per_sec / r->reads_per_sec;
+      auto half_range = [](const PreadRow& x) {
+        return x.reads_per_sec > 0
+                   ? (x.reads_per_sec_max - x.reads_per_sec_min) / (2 * x.reads_per_sec)
+                   : 0.0;
+      };
+      double noise = std::max(half_range(n), half_range(*r));
+      bool met = v >= 1.0 - noise;
+      std::snprintf(buf, sizeof buf, "noref %s reads/s / ref %s reads/s = %.3fx (noise +-%.1f%%%s)",
+                    si(n.reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v, 100 * noise,
+                    met && v < 1.0 ? ", met only within noise" : "");
+      t.measure(v, met, buf);
+    }
+  }
+  out.add_if_none("d", "64K and 1M reads: noref no slower than ref (ratio >= 1.0 within noise)",
+                  1.0);
+  // (e) One thread, one shared page: what the fast path adds to the floor
+  // (noref ns/read minus floor ns/read, same round) at most 10 ns, for
+  // each small size measured.
+  for (std::size_t size : {1, 4, 8, 16, 64, 256}) {
+    const PreadRow *n = find(size, shared, 1, PreadPath::noref),
+                   *f = find(size, shared, 1, PreadPath::floor);
+    if (!n || !f) continue;
+    report::Target& t = out.add("e",
+                                std::to_string(size) +
+                                    "-byte reads, 1 thread: noref ns/read - floor ns/read "
+                                    "<= 10 ns",
+                                10.0);
+    std::snprintf(buf, sizeof buf,
+                  "noref %.1f ns/read, floor %.1f ns/read: +%.1f ns (median of same-round "
+                  "differences), %.2fx the floor",
+                  n->ns_per_read, f->ns_per_read, n->ns_over_floor, n->times_floor);
+    t.measure(n->ns_over_floor, n->ns_over_floor <= t.threshold, buf);
+  }
+  out.add_if_none("e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns", 10.0);
+  {  // (f) 4 KiB, one thread: noref at most 1.3x the floor's time.
+    report::Target& t = out.add("f", "4K reads, 1 thread: noref ns/read <= 1.3x floor's", 1.3);
+    const PreadRow *n = find(4096, shared, 1, PreadPath::noref),
+                   *f = find(4096, shared, 1, PreadPath::floor);
+    if (n && f) {
+      std::snprintf(buf, sizeof buf,
+                    "noref %.1f ns/read, floor %.1f ns/read: %.2fx (same-round ratios %.2f-%.2f)",
+                    n->ns_per_read, f->ns_per_read, n->times_floor, n->times_floor_min,
+                    n->times_floor_max);
+      t.measure(n->times_floor, n->times_floor <= t.threshold, buf);
+    }
+  }
+  return out.take();
+}
+
+PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadProgress& progress) {
+  PreadScalingResult res;
+  res.params = p;
+  res.cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (std::size_t size : p.sizes) {
+    for (PreadVariant v : p.variants) {
+      for (unsigned n : p.threads) {
+        for (PreadPath path : p.paths) {
+          PreadRow row;
+          row.size = size;
+          row.variant = v;
+          row.threads = n;
+          row.path = path;
+          res.rows.push_back(row);
+        }
+      }
+    }
+  }
+  for (unsigned round = 0; round < p.rounds; round++) {
+    auto start = std::chrono::steady_clock::now();
+    const std::string of_rounds =
+        "round " + std::to_string(round + 1) + "/" + std::to_string(p.rounds);
+    for (std::size_t i = 0; i < res.rows.size(); i++) {
+      PreadRow& row = res.rows[i];
+      row.rounds.push_back(measure_pread(p, row.size, row.variant, row.threads, row.path));
+      if (progress) {
+        const PreadMeasurement& m = row.rounds.back();
+        progress(of_rounds + "  " + std::to_string(i + 1) + "/" + std::to_string(res.rows.size()) +
+                     "  " + std::string(pread_path_name(row.path)) + " " + size_name(row.size) +
+                     "B " + std::string(pread_variant_name(row.variant)) + " " +
+                     std::to_string(row.threads) + (row.threads == 1 ? " thread: " : " threads: ") +
+                     si(m.reads_per_sec) + " reads/s",
+                 false);
+      }
+    }
+    if (progress) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress(of_rounds + " done (" + std::to_string(res.rows.size()) + " measurements, " +
+                   std::to_string(static_cast<int>(secs)) + " s)",
+               true);
+    }
+  }
+  aggregate_pread_rows(res.rows);
+  res.targets = evaluate_pread_targets(res.rows);
+  return res;
+}
+
+std::string describe_pread_config(const PreadScalingParams& p, long cpus) {
+  std::ostringstream os;
+  os << "norefs_pread_scaling: paths=";
+  for (std::size_t i = 0; i < p.paths.size(); i++) {
+    os << (i ? "," : "") << pread_path_name(p.paths[i]);
+  }
+  os << " sizes=";
+  for (std::size_t i = 0; i < p.sizes.size(); i++) os << (i ? "," : "") << p.sizes[i];
+  os << " variants=";
+  for (std::size_t i = 0; i < p.variants.size(); i++) {
+    os << (i ? "," : "") << pread_variant_name(p.variants[i]);
+  }
+  os << " threads=" << join_u(p.threads) << "\n  seconds=" << p.seconds << " settle=" << p.settle
+     << " rounds=" << p.rounds << " batch=" << p.batch << " defer=" << (p.defer ? "on" : "off")
+     << " pin=" << (p.pin ? "on" : "off") << " backing=" << pread_backing_name(p.backing);
+  if (p.backing == PreadBacking::file) os << " (" << p.tmp_dir << ")";
+  os << " offset=0 file=max(size,4096) cpus=" << cpus << "\n";
+  return os.str();
+}
+
+std::string format_pread_table(const PreadScalingResult& r) {
+  using A = report::Table::Align;
+  report::Table table({{"size", A::left},
+                       {"variant", A::left},
+                       {"thr", A::right},
+                       {"path", A::left},
+                       {"reads/s", A::right},
+                       {"(min-max)", A::right},
+                       {"ns/read", A::right},
+                       {"cpu%", A::right},
+                       {"cpu-ns", A::right},
+                       {"vs ref", A::right},
+                       {"(min-max)", A::right},
+                       {"x floor", A::right},
+                       {"+ns", A::right},
+                       {"fast-path stops per Mread", A::left}});
+  using report::fmt;
+  const PreadRow* prev = nullptr;
+  for (const auto& row : r.rows) {
+    if (prev &&
+        (prev->size != row.size || prev->variant != row.variant || prev->threads != row.threads)) {
+      table.add_gap();
+    }
+    prev = &row;
+    std::string stops;
+    for (std::size_t s = 0; s < kStops; s++) {
+      if (row.stops_per_mread[s] <= 0) continue;
+      char b[64];
+      std::snprintf(b, sizeof b, row.stops_per_mread[s] >= 100 ? "%s%s=%.0f" : "%s%s=%.3g",
+                    stops.empty() ? "" : " ",
+                    std::string(cache::stop_name(static_cast<Stop>(s))).c_str(),
+                    row.stops_per_mread[s]);
+      stops += b;
+    }
+    if (stops.empty()) stops = "-";
+    if (!row.all_warm) stops += "  (NOT warm: no clean warm-up pass)";
+    const bool has_ref = std::isfinite(row.ratio_to_ref),
+               has_floor = std::isfinite(row.times_floor);
+    table.add_row(
+        {size_name(row.size), std::string(pread_variant_name(row.variant)),
+         std::to_string(row.threads), std::string(pread_path_name(row.path)), si(row.reads_per_sec),
+         si(row.reads_per_sec_min) + "-" + si(row.reads_per_sec_max), fmt("%.1f", row.ns_per_read),
+         fmt("%.0f", 100 * row.cpu_share), fmt("%.1f", row.cpu_ns_per_read),
+         has_ref ? fmt("%.2fx", row.ratio_to_ref) : "-",
+         has_ref ? fmt("%.2f", row.ratio_to_ref_min) + fmt("-%.2f", row.ratio_to_ref_max) : "-",
+         has_floor ? fmt("%.2fx", row.times_floor) : "-",
+         has_floor ? fmt("%+.1f", row.ns_over_floor) : "-", stops});
+  }
+  return table.str();
+}
+
+std::string format_pread_targets(const PreadScalingResult& r) {
+  return report::format_targets(
+      "targets (from the medians of " + std::to_string(r.params.rounds) + " round(s)):", r.targets,
+      "its sizes, variants, threads or paths were not in this run");
+}
+
+namespace {
+
+// The rows for CSV and JSON: the same names in both.  In the CSV the stops
+// are one column each (stops_per_mread_<stop>) and `rounds` is their count;
+// the JSON keeps the stops as an object and puts every round in `rounds`.
+report::Records pread_records(const PreadScalingResult& r) {
+  report::Records rec({"size",
+                       "variant",
+                       "threads",
+                       "path",
+                       "rounds",
+                       "reads_per_sec",
+                       "reads_per_sec_min",
+                       "reads_per_sec_max",
+                       "ns_per_read",
+                       "cpu_share",
+                       "cpu_ns_per_read",
+                       "ratio_to_ref",
+                       "ratio_to_ref_min",
+                       "ratio_to_ref_max",
+                       "times_floor",
+                       "times_floor_min",
+                       "times_floor_max",
+                       "ns_over_floor",
+                       "fast_read_fraction",
+                       "warm",
+                       "stops_per_mread"});
+  for (const auto& row : r.rows) {
+    nlohmann::ordered_json stops = nlohmann::ordered_json::object();
+    for (std::size_t s = 0; s < kStops; s++) {
+      stops[std::string(cache::stop_name(static_cast<Stop>(s)))] = row.stops_per_mread[s];
+    }
+    rec.add({row.size,
+             pread_variant_name(row.variant),
+             row.threads,
+             pread_path_name(row.path),
+             row.rounds.size(),
+             row.reads_per_sec,
+             row.reads_per_sec_min,
+             row.reads_per_sec_max,
+             row.ns_per_read,
+             row.cpu_share,
+             row.cpu_ns_per_read,
+             row.ratio_to_ref,
+             row.ratio_to_ref_min,
+             row.ratio_to_ref_max,
+             row.times_floor,
+             row.times_floor_min,
+             row.times_floor_max,
+             row.ns_over_floor,
+             row.fast_read_fraction,
+             row.all_warm,
+             stops});
+  }
+  return rec;
+}
+
+}  // namespace
+
+std::string pread_csv(const PreadScalingResult& r) { return pread_records(r).csv(); }
+
+std::string pread_json(const PreadScalingResult& r) {
+  using report::finite_or_null;
+  const PreadScalingParams& p = r.params;
+  nlohmann::json cfg = {{"seconds", p.seconds},
+                        {"settle", p.settle},
+                        {"rounds", p.rounds},
+                        {"batch", p.batch},
+                        {"defer", p.defer},
+                        {"pin", p.pin},
+                        {"backing", pread_backing_name(p.backing)},
+                        {"sizes", p.sizes},
+                        {"threads", p.threads},
+                        {"cpus", r.cpus}};
+  for (PreadPath path : p.paths) cfg["paths"].push_back(pread_path_name(path));
+  for (PreadVariant v : p.variants) cfg["variants"].push_back(pread_variant_name(v));
+  nlohmann::json rows = pread_records(r).json();
+  for (std::size_t i = 0; i < r.rows.size(); i++) {
+    nlohmann::json rounds = nlohmann::json::array();
+    for (const auto& m : r.rows[i].rounds) {
+      nlohmann::json ms = nlohmann::json::object();
+      for (std::size_t s = 0; s < kStops; s++) {
+        ms[std::string(cache::stop_name(static_cast<Stop>(s)))] = m.stops[s];
+      }
+      rounds.push_back({{"reads", m.reads},
+                        {"seconds", m.seconds},
+                        {"reads_per_sec", m.reads_per_sec},
+                        {"ns_per_read", finite_or_null(m.ns_per_read)},
+                        {"thread_reads_min", m.thread_reads_min},
+                        {"thread_reads_max", m.thread_reads_max},
+                        {"cpu_seconds", m.cpu_seconds},
+                        {"cpu_share", m.cpu_share},
+                        {"cpu_ns_per_read", finite_or_null(m.cpu_ns_per_read)},
+                        {"cache_reads", m.cache_reads},
+                        {"fast_reads", m.fast_reads},
+                        {"slow_hits", m.slow_hits},
+                        {"misses", m.misses},
+                        {"waits", m.waits},
+                        {"stops", ms},
+                        {"warm_passes", m.warm_passes},
+                        {"warm", m.warm}});
+    }
+    rows[i]["rounds"] = rounds;  // the count in the CSV, every round here
+  }
+  return nlohmann::json{
+             {"config", cfg}, {"rows", rows}, {"targets", report::targets_json(r.targets)}}
+             .dump(2) +
+         "\n";
+}
+
+}  // namespace norefs::tools
