@@ -143,7 +143,8 @@ fi
 # Runs in the private mount namespace: everything from the config to the
 # summary.  $work, $results and the rest come from the outer part.
 run_inner() {
-  local ext4 mnt bin sbin log ns_self check_pid watchdog_pid tail_pid status=0
+  # Not local: inner_cleanup runs on EXIT, after this function returned.
+  local status=0
   ext4=$work/ext4
   mnt=$work/mnt
   bin=$work/bin
@@ -161,7 +162,7 @@ run_inner() {
   inner_cleanup() {
     local rc=$? m p left
     trap - EXIT INT TERM
-    set +e
+    set +eu
     [[ -n $watchdog_pid ]] && kill "$watchdog_pid" 2>/dev/null && wait "$watchdog_pid" 2>/dev/null
     if [[ -n $check_pid ]] && kill -0 "$check_pid" 2>/dev/null; then
       say "stopping ./check (pid $check_pid)"
@@ -264,6 +265,21 @@ exec $real_umount "\${args[@]}"
 EOF
   chmod 755 "$bin/umount"
 
+  # df wrapper: xfstests checks that TEST_DEV is mounted as $FSTYP with
+  # _fs_type, the type column of df -T, which is fuse.SUBTYPE for a helper
+  # that sets a subtype (norefs does; libfuse's examples do not): "is
+  # mounted but not a type fuse filesystem".  Show our sources as fuse.
+  local real_df
+  real_df=$(type -P df)
+  cat >"$bin/df" <<EOF
+#!/bin/bash
+# xfstests' _fs_type compares df -T's type with \$FSTYP (fuse): show this
+# run's FUSE mounts (sources under $ext4/) as fuse, not fuse.$subtype.
+set -o pipefail
+$real_df "\$@" | sed -E 's#^($ext4/[^ ]*)( +)fuse\\.$subtype( |\$)#\\1\\2fuse\\3#'
+EOF
+  chmod 755 "$bin/df"
+
   # local.config: HOST_OPTIONS names it, the tree stays as it is.
   cat >"$work/local.config" <<EOF
 # written by $prog
@@ -353,7 +369,7 @@ descendants() {
 }
 
 # Beside ./check (pid $1): the test now running is its child
-# "/bin/bash ./tests/<dir>/<name>".  Kill one that has run $limit seconds;
+# "/bin/bash <xfstests>/tests/<dir>/<name>".  Kill one that has run $limit seconds;
 # guard /dev/null every 2 s.
 watchdog() {
   local check_pid=$1 cur='' cur_pid='' since=0 now p cmd name pids
@@ -361,7 +377,7 @@ watchdog() {
     name=
     for p in $(pgrep -P "$check_pid" || true); do
       cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
-      if [[ $cmd =~ \./tests/([a-z0-9_-]+/[0-9]+) ]]; then
+      if [[ $cmd =~ tests/([a-z0-9_-]+/[0-9]+)\ *$ ]]; then
         name=${BASH_REMATCH[1]}
         break
       fi
@@ -546,7 +562,7 @@ summary_done=false
 outer_cleanup() {
   local rc=$? ns p img dev left
   trap - EXIT INT TERM
-  set +e
+  set +eu
   if [[ -n $inner_pid ]] && kill -0 "$inner_pid" 2>/dev/null; then
     kill -TERM "$inner_pid" 2>/dev/null
     wait "$inner_pid" 2>/dev/null
