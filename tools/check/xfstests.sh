@@ -414,6 +414,21 @@ from collections import Counter, defaultdict
 
 results, xfstests, subtype = sys.argv[1:4]
 base = os.path.join(results, "xfstests")
+# Reasons name this run's scratch paths: the variables instead, so that the
+# same reason is one line however many runs there were.
+paths = []
+try:
+    for line in open(os.path.join(results, "local.config")):
+        m = re.match(r"export (TEST_DEV|TEST_DIR|SCRATCH_DEV|SCRATCH_MNT)=(\S+)", line)
+        if m:
+            paths.append((m.group(2), "$" + m.group(1)))
+except FileNotFoundError:
+    pass
+paths.sort(key=lambda p: -len(p[0]))
+def generic(text):
+    for p, v in paths:
+        text = text.replace(p, v)
+    return text
 timeouts = {}
 try:
     for line in open(os.path.join(results, "timeouts.txt")):
@@ -430,7 +445,7 @@ def diff_head(test, n=8):
     import difflib
     a = open(good, errors="replace").read().splitlines() if os.path.exists(good) else []
     b = open(bad, errors="replace").read().splitlines()
-    lines = [l for l in difflib.unified_diff(a, b, lineterm="", n=0)
+    lines = [generic(l) for l in difflib.unified_diff(a, b, lineterm="", n=0)
              if not l.startswith(("---", "+++", "@@"))]
     return lines[:n]
 
@@ -467,7 +482,7 @@ rows = []
 for name, st, reason, secs in runs:
     if name in timeouts and st != "notrun":
         st, reason = "timeout", "killed by the harness after %ds (%s)" % (timeouts[name], reason)
-    rows.append({"test": name, "status": st, "seconds": secs, "reason": reason,
+    rows.append({"test": name, "status": st, "seconds": secs, "reason": generic(reason),
                  "diff": diff_head(name) if st in ("fail", "timeout") else []})
 
 counts = Counter(r["status"] for r in rows)
