@@ -19,7 +19,8 @@
 #   -o OPTS     mount options (default -oallow_other,default_permissions;
 #               env XFSTESTS_MOUNT_OPTS)
 #   -g GROUP    the group to run (default quick; ignored when tests are named)
-#   -i N        run each test N times (check -i N)
+#   -i N        run each test N times (check -i N); the summary has a row
+#               per run, the diff is the last failing run's
 #   -t SECONDS  per-test time limit (default 600): a test still running then
 #               is killed (TERM, then KILL) and recorded as a timeout
 #   -s SIZE     size of each sparse ext4 backing image (default 4G)
@@ -407,12 +408,12 @@ watchdog() {
 
 # ------------------------------------------------------------ summary
 summarize() {
-  python3 - "$results" "$xfstests" "$subtype" <<'EOF'
+  python3 - "$results" "$xfstests" "$subtype" "${iterations:-1}" <<'EOF'
 import csv, json, os, re, sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 
-results, xfstests, subtype = sys.argv[1:4]
+results, xfstests, subtype, iterations = sys.argv[1:5]
 base = os.path.join(results, "xfstests")
 # Reasons name this run's scratch paths: the variables instead, so that the
 # same reason is one line however many runs there were.
@@ -451,7 +452,8 @@ def diff_head(test, n=8):
 
 runs = []
 xml_path = os.path.join(base, "result.xml")
-if os.path.exists(xml_path):
+# With -i N each iteration rewrites result.xml: then the log has them all.
+if os.path.exists(xml_path) and iterations == "1":
     for tc in ET.parse(xml_path).getroot().iter("testcase"):
         name = tc.get("name")
         sk, fa = tc.find("skipped"), tc.find("failure")
@@ -462,7 +464,7 @@ if os.path.exists(xml_path):
         else:
             runs.append((name, "pass", "", tc.get("time")))
 else:
-    # No report (./check interrupted): read its log.
+    # No report (./check interrupted) or -i N: read its log.
     pat = re.compile(r"^(\w+/\d+)\s+(.*)$")
     for line in open(os.path.join(results, "check.log"), errors="replace"):
         m = pat.match(line.rstrip("\n"))
@@ -474,9 +476,10 @@ else:
         elif "[expunged]" in rest:
             continue
         elif re.search(r"output mismatch|failed|_check_dmesg|\[dumped core\]", rest):
-            runs.append((name, "fail", rest.strip(), None))
+            # "26s ... " before it is the time of the previous run
+            runs.append((name, "fail", re.sub(r"^\d+s \.\.\.\s*", "", rest.strip()), None))
         elif re.search(r"\d+s\s*$", rest):
-            runs.append((name, "pass", "", None))
+            runs.append((name, "pass", "", rest.split()[-1].rstrip("s")))
 
 rows = []
 for name, st, reason, secs in runs:
@@ -503,15 +506,26 @@ print()
 print("fuse.%s: %d ran: %d passed, %d failed, %d timed out; %d not run" % (
     subtype, counts["pass"] + counts["fail"] + counts["timeout"], counts["pass"],
     counts["fail"], counts["timeout"], counts["notrun"]))
+shown = set()
 for r in rows:
     if r["status"] in ("fail", "timeout"):
         print("%s %s: %s" % (r["status"].upper(), r["test"], r["reason"]))
-        for l in r["diff"]:
-            print("    " + l)
+        # xfstests keeps the last iteration's .out.bad only: show it once
+        if r["test"] not in shown:
+            shown.add(r["test"])
+            for l in r["diff"]:
+                print("    " + l)
 reasons = defaultdict(list)
 for r in rows:
     if r["status"] == "notrun":
         reasons[r["reason"]].append(r["test"])
+if iterations != "1":
+    per = defaultdict(Counter)
+    for r in rows:
+        per[r["test"]][r["status"]] += 1
+    print("per test, of %s iterations:" % iterations)
+    for t, c in sorted(per.items()):
+        print("  %s  %s" % (t, ", ".join("%s %d" % kv for kv in sorted(c.items()))))
 if reasons:
     print("not run, by reason:")
     for why, ts in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
