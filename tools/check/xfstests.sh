@@ -536,6 +536,10 @@ sys.exit(1 if counts["fail"] + counts["timeout"] else 0)
 EOF
 }
 
+# The rest is one brace group, parsed whole before it runs: bash reads a
+# script as it goes, and a run would otherwise execute whatever an edit of
+# this file put at its reading position.
+{
 if $inner; then
   # The outer part exported what we need.
   work=$XFS_WORK results=$XFS_RESULTS daemon=$XFS_DAEMON
@@ -653,3 +657,4 @@ rc=0
 summarize || rc=$?
 say "results in $results"
 exit "$rc"
+}
