@@ -50,7 +50,8 @@
 #     into its mount point;
 #  6. runs ./check with a watchdog beside it that kills a test past the time
 #     limit and puts /dev/null back (and records the test) if a test left it
-#     anything but the character device;
+#     anything but the character device (in the namespace /dev/null is also
+#     bind-mounted on itself, so that it cannot be removed);
 #  7. in every outcome (EXIT, INT, TERM): unmounts the FUSE mounts and the
 #     images, ends the daemons (they are the processes in the namespace),
 #     detaches the loop devices, removes the images;
@@ -234,6 +235,11 @@ EOF
   fi
   mount -t overlay overlay -o "ro,lowerdir=$sbin:$sbin_real" "$sbin_real" ||
     die "cannot put the helper over $sbin_real (overlay)"
+  # /dev/null bind-mounted on itself: in this namespace it cannot be
+  # removed or renamed over (EBUSY), so no test can leave a regular file
+  # there (an earlier run by hand did); a test that tries fails with
+  # "Device or resource busy" in its output.  The watchdog still checks.
+  mount --bind /dev/null /dev/null || say "could not bind /dev/null on itself"
   # The cleanup's way out of a hung FUSE connection.
   [[ -d /sys/fs/fuse/connections ]] && ! mountpoint -q /sys/fs/fuse/connections &&
     mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null
