@@ -19,15 +19,15 @@
 namespace norefs::fs::test {
 namespace {
 
-constexpr uid_t kNobody = 65534;  // nobody: owns nothing here, in no group of the files
+constexpr uid_t kOtherUser = 65534;  // nobody: owns nothing here, in no group of the files
 
 class SideEffectTest : public MountTest {
  protected:
   MountConfig config() const override { return {{"allow_other", "default_permissions"}, {}}; }
   RunResult as_user(const std::string& op, const std::string& path) {
-    return run({NOREFS_HELPER_AS_USER, std::to_string(kNobody), op, path}, 30s);
+    return run({NOREFS_HELPER_AS_USER, std::to_string(kOtherUser), op, path}, 30s);
   }
-  // Lets uid kNobody reach the backing tree's files through the mount.
+  // Lets uid kOtherUser reach the backing tree's files through the mount.
   void open_tree() {
     ASSERT_SYS(::chmod(tree().root.c_str(), 0755));
     ASSERT_SYS(::chmod(b().c_str(), 0777));
@@ -67,7 +67,7 @@ TEST_F(SideEffectTest, SetidClearedByAnotherUsersChangeIsSeenAtOnce) {
   // generic/355: the owner appends to its 6644 file (setuid goes, setgid
   // without group execute stays); 683-685: a non-owner fallocates, punches
   // or zeroes a 2666 file of root (setgid goes: the writer is not in group 0).
-  for (const Case& c : {Case{"append", kNobody, 06644}, Case{"fallocate", 0, 02666},
+  for (const Case& c : {Case{"append", kOtherUser, 06644}, Case{"fallocate", 0, 02666},
                         Case{"punch", 0, 02666}, Case{"zero", 0, 02666}}) {
     SCOPED_TRACE(c.op);
     const std::string name = std::string("f-") + c.op;
@@ -138,8 +138,8 @@ TEST_F(SideEffectTest, FallocateByAWriterDropsTheFileCapability) {
 TEST_F(SideEffectTest, AWriterCannotSetACapability) {
   SKIP_UNLESS_ROOT();
   open_tree();
-  make_file(m("f"), kNobody, 0644);
-  RunResult r = run({NOREFS_HELPER_AS_USER, std::to_string(kNobody), "setcap", m("f")}, 30s);
+  make_file(m("f"), kOtherUser, 0644);
+  RunResult r = run({NOREFS_HELPER_AS_USER, std::to_string(kOtherUser), "setcap", m("f")}, 30s);
   EXPECT_FALSE(r.exited(0)) << r.output;
   char buf[64];
   EXPECT_LT(::getxattr(b("f").c_str(), "security.capability", buf, sizeof buf), 0);
