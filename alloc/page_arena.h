@@ -12,7 +12,7 @@
 // malloc() picks them up.  So the automatic tcache is never used with this
 // arena: every call passes either MALLOCX_TCACHE_NONE or a private tcache
 // created for one thread and used only for this arena (TcacheMode), on
-// allocation and on free alike.  tools/fill_free_bench measures both.
+// allocation and on free alike.  tools/bench/fill_free_bench measures both.
 //
 // Statistics.  jemalloc's stats refresh (`epoch`) locks every bin of every
 // arena, ~30 us: stats() is for human intervals (the PagePool refreshes it once

@@ -86,7 +86,7 @@ struct PagePoolConfig {
   // (0: back to back).  Pages freed meanwhile gather into larger batches, so
   // fewer grace periods (each two membarrier IPI rounds to every running
   // thread of the process) serve the same frees; expedite bounds what
-  // waits meanwhile.  The default is measured in tools/fill_free_bench
+  // waits meanwhile.  The default is measured in tools/bench/fill_free_bench
   // (README).
   unsigned gp_interval_us = 1000;
   TcacheMode tcache = TcacheMode::private_;

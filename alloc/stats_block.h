@@ -120,7 +120,7 @@ class StatsReader : public CounterBlockReader<StatsHeader, SlotCounters> {
 Counters sum_counters(const StatsHeader& h, const SlotCounters* slots);
 std::uint64_t sum_waiting(const StatsHeader& h, const SlotCounters* slots);
 // Counters::live() as a lower bound, for a sampler that checks a bound on it
-// while the pool runs (tools/soak_monitor.h): every slot's `allocated` is
+// while the pool runs (tools/check/soak_monitor.h): every slot's `allocated` is
 // read first, then every slot's frees.  Each counter only grows, so the
 // allocations read are at most those made by the moment t between the two
 // passes and the frees read at least those made by t: the result is at most

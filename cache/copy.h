@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // cache/copy.h — copy_bytes(): how every read path copies bytes out of a
-// cache page (and the floor of tools/pread_scaling.h, which must copy the
+// cache page (and the floor of tools/bench/pread_scaling.h, which must copy the
 // same way to be the limit of the paths it is compared with).
 //
 // Why not memcpy: the read paths copy at most a page, and the compiler,

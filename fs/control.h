@@ -2,7 +2,7 @@
 //
 // fs/control.h — the control interface of a running norefs mount: ioctls on
 // a file or directory opened through the mount.  Plain C types, no libfuse:
-// tools/norefsctl includes it.  Only root or the user who mounted may use
+// tools/ctl/norefsctl includes it.  Only root or the user who mounted may use
 // them (EPERM otherwise).
 //
 //   NOREFS_IOC_INFO      on any file or directory of the mount: the daemon's

@@ -32,7 +32,7 @@
 //
 // The same INIT patch asks for FUSE over io_uring when FuseIoOptions::uring
 // is given, and writev() then routes replies to the ring entries they
-// answer (fs/fuse_uring.h).  The minimal server (tools/minimal_fuse.cc)
+// answer (fs/fuse_uring.h).  The minimal server (tools/bench/minimal_fuse.cc)
 // links this file and fs/fuse_uring.cc for its io_uring option, with
 // direct_io_allow_mmap off: they depend on libfuse and liburing only.
 #pragma once

@@ -191,7 +191,7 @@ TEST_F(CliTest, DaemonizesOnceMounted) {
   // jemalloc's fork handlers lock its mutexes before fork() and
   // re-initialize them in the child without unlocking, so TSan in the child
   // reports a "double lock" at the first arena stats refresh (the same as
-  // tools/evict_race_main.cc notes); libfuse's own fuse_daemonize() forks
+  // tools/check/evict_race_main.cc notes); libfuse's own fuse_daemonize() forks
   // the same way.  The foreground daemon is what the other tests run.
   GTEST_SKIP() << "fork() under TSan with jemalloc: see the comment";
 #endif

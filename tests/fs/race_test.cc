@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 //
 // tests/fs/race_test.cc — races through the mount and faults inside the
-// copy (docs/races.md), with the tools' checkers (tools/mount_race.h,
-// tools/partial_fault.h):
+// copy (docs/races.md), with the tools' checkers (tools/check/mount_race.h,
+// tools/check/partial_fault.h):
 //  - every read path with defer=on: readers check every byte they read
 //    through the mount while an evictor, a puncher, a rewriter and a
 //    truncater work on the same files under a cache smaller than the data;

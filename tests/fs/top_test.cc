@@ -9,7 +9,7 @@
 // terminal as it found it: the alternate screen left, the cursor shown, and
 // `stty -g` identical before and after.
 //
-// The arithmetic behind the numbers is tests/tools/top_test.cc.  Frames are
+// The arithmetic behind the numbers is tests/tools/ctl/top_test.cc.  Frames are
 // drawn every 0.2 s here (the default is 1 s) to keep the test short.
 #include <unistd.h>
 
