@@ -9,10 +9,10 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 
 #include <cerrno>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "alloc/die.h"
@@ -163,7 +163,7 @@ CallerUmask::CallerUmask(fuse_req_t req, bool dont_mask, mode_t* mode) {
       std::fprintf(stderr,
                    "norefs: unshare(CLONE_FS) failed (%s): the umask is applied without "
                    "regard to default ACLs\n",
-                   std::strerror(errno));
+                   std::generic_category().message(errno).c_str());
     }
   }
   if (own_fs < 0) {

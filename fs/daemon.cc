@@ -150,7 +150,8 @@ class Background {
 int remount(const Options& o) {
   struct statvfs sv {};
   if (statvfs(o.mountpoint.c_str(), &sv) != 0) {
-    std::fprintf(stderr, "norefs: remount %s: %s\n", o.mountpoint.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "norefs: remount %s: %s\n", o.mountpoint.c_str(),
+                 std::generic_category().message(errno).c_str());
     return kExitFailure;
   }
   unsigned long flags = MS_REMOUNT | (o.read_only ? MS_RDONLY : 0);
@@ -162,7 +163,7 @@ int remount(const Options& o) {
     if (sv.f_flag & st_bit) flags |= ms_bit;
   if (mount(nullptr, o.mountpoint.c_str(), nullptr, flags, nullptr) != 0) {
     std::fprintf(stderr, "norefs: remount %s %s: %s\n", o.mountpoint.c_str(),
-                 o.read_only ? "ro" : "rw", std::strerror(errno));
+                 o.read_only ? "ro" : "rw", std::generic_category().message(errno).c_str());
     return kExitFailure;
   }
   return 0;
