@@ -523,7 +523,12 @@ std::optional<std::size_t> parse_size(std::string_view s) {
   return *n << shift;
 }
 
-bool is_mount_point(std::string_view mountinfo, std::string_view path) {
+namespace {
+
+// Calls fn(line) for each line of /proc/self/mountinfo's text whose mount
+// point is `path`, in order (the last is the topmost mount there).
+template <class F>
+void for_each_mount_at(std::string_view mountinfo, std::string_view path, F&& fn) {
   std::size_t pos = 0;
   while (pos < mountinfo.size()) {
     std::size_t eol = mountinfo.find('\n', pos);
@@ -539,27 +544,28 @@ bool is_mount_point(std::string_view mountinfo, std::string_view path) {
     if (f == std::string_view::npos) continue;
     std::size_t e = line.find(' ', f);
     if (unescape_mountinfo(line.substr(f, e == std::string_view::npos ? e : e - f)) == path) {
-      return true;
+      fn(line);
     }
   }
-  return false;
+}
+
+}  // namespace
+
+bool is_mount_point(std::string_view mountinfo, std::string_view path) {
+  bool found = false;
+  for_each_mount_at(mountinfo, path, [&](std::string_view) { found = true; });
+  return found;
 }
 
 std::string mount_type(std::string_view mountinfo, std::string_view path) {
   std::string type;
-  std::size_t pos = 0;
-  while (pos < mountinfo.size()) {
-    std::size_t eol = mountinfo.find('\n', pos);
-    if (eol == std::string_view::npos) eol = mountinfo.size();
-    std::string_view line = mountinfo.substr(pos, eol - pos);
-    pos = eol + 1;
-    if (!is_mount_point(line, path)) continue;
+  for_each_mount_at(mountinfo, path, [&](std::string_view line) {
     // ... optional fields - fstype source super-options
     std::size_t sep = line.find(" - ");
-    if (sep == std::string_view::npos) continue;
+    if (sep == std::string_view::npos) return;
     std::string_view rest = line.substr(sep + 3);
     type = unescape_mountinfo(rest.substr(0, rest.find(' ')));  // the last one is the topmost
-  }
+  });
   return type;
 }
 
