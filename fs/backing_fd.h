@@ -26,6 +26,7 @@
 #include <mutex>
 
 #include "cache/backing.h"
+#include "cache/page_cache.h"
 
 namespace norefs::fs {
 
@@ -48,6 +49,12 @@ class HandleBacking final : public cache::Backing {
   void deactivate() noexcept;
 
   ssize_t read(const iovec* iov, int iovcnt, std::uint64_t offset) override;
+
+  // The backing of a CachedFile the daemon made (Filesystem::
+  // attach_and_check_locked() gives every one a HandleBacking), or null.
+  static HandleBacking* of(cache::CachedFile* f) {
+    return f ? &static_cast<HandleBacking&>(f->backing()) : nullptr;
+  }
 
  private:
   void close_if_idle_locked() noexcept;

@@ -8,9 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-
 #include <cerrno>
+#include <cstdio>
 #include <string>
 #include <system_error>
 #include <vector>

@@ -97,7 +97,7 @@ void Filesystem::set_stamp_locked(Inode& in, const struct stat& st) {
 bool Filesystem::attach_and_check_locked(Inode& in, int* err) {
   *err = 0;
   if (in.cached) {
-    if ((*err = in.backing_fd->activate()) != 0) return false;
+    if ((*err = HandleBacking::of(in.cached.get())->activate()) != 0) return false;
     return check_locked(in);
   }
   if (!caching() || !in.is_reg()) return false;
@@ -113,9 +113,7 @@ bool Filesystem::attach_and_check_locked(Inode& in, int* err) {
     return true;
   }
   auto backing = std::make_unique<HandleBacking>(fd, in.fd);  // activated once, for this open
-  HandleBacking* raw = backing.get();
   in.cached = cache_->open_file(std::move(backing), static_cast<std::uint64_t>(st.st_size));
-  in.backing_fd = raw;
   set_stamp_locked(in, st);
   return true;  // new: whatever the kernel cached before is not ours to keep
 }
@@ -180,7 +178,7 @@ void sfs_init(void* userdata, fuse_conn_info* conn) {
   if (fs->opts().kernel_cache && (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)) {
     conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
   }
-  // The umask is ours to apply (ops_entry.cc, CallerUmask): a default ACL
+  // The umask is ours to apply (fs/credentials.h, CallerUmask): a default ACL
   // on the parent directory replaces it, which only the backing
   // filesystem knows.
   if (conn->capable & FUSE_CAP_DONT_MASK) {

@@ -97,7 +97,7 @@ class Filesystem {
   // Whether the kernel leaves the umask to us (FUSE_CAP_DONT_MASK, set at
   // INIT, before any request): creates then apply the request's umask
   // themselves, so that a default ACL on the parent replaces it as on a
-  // local filesystem (ops_entry.cc, CallerUmask).
+  // local filesystem (fs/credentials.h, CallerUmask).
   bool dont_mask() const { return dont_mask_; }
   void set_dont_mask(bool on) { dont_mask_ = on; }
 

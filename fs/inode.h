@@ -34,8 +34,6 @@
 
 namespace norefs::fs {
 
-class HandleBacking;
-
 // What we last saw of a backing file: close-to-open coherence compares it
 // with a fresh fstat (like NFS).
 struct BackingStamp {
@@ -82,9 +80,6 @@ struct Inode {
   // while the Inode lives (so it survives close and reopen).  Guarded by
   // writer_mu; set at most once, dropped with the Inode.
   std::shared_ptr<cache::CachedFile> cached;
-  // The CachedFile's backing (owned by it), whose descriptor is open while
-  // some handle is (fs/backing_fd.h).  Set with `cached`, under writer_mu.
-  HandleBacking* backing_fd = nullptr;
   // Backing state as of the last check or our last change.  Guarded by
   // writer_mu.
   BackingStamp stamp;

@@ -271,7 +271,7 @@ int open_common(fuse_req_t req, Filesystem& fs, Inode& in, fuse_file_info* fi, i
     // The cache's own fd and the coherence check: the daemon's work.
     if (fs.caching() && in.is_reg()) {
       changed = fs.attach_and_check_locked(in, &err);
-      if (!err) active = in.backing_fd;
+      if (!err) active = HandleBacking::of(in.cached.get());
     }
     // The client's fd: as the caller, so that the backing file's modes and
     // ACLs decide, and a truncate clears setuid/setgid as for the caller.
