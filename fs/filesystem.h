@@ -29,6 +29,8 @@
 
 namespace norefs::fs {
 
+class HandleBacking;  // fs/backing_fd.h
+
 // Something fi->fh points to; tracked so that teardown can drop what the
 // kernel never released (a daemon stopped by a signal with files open).
 struct Handle {
