@@ -5,6 +5,7 @@
 
 #include "alloc/die.h"
 
+#include <algorithm>
 #include <string>
 #include <system_error>
 
@@ -21,9 +22,73 @@ namespace {
 
 }  // namespace
 
-PageArena::PageArena() {
+// The extent hooks: jemalloc's view of the shared region.  jemalloc passes
+// &hooks back to every call; `region` is found from it.  Hooks run on any
+// thread, with jemalloc's locks held: carve() takes only the region's own
+// leaf mutex.  Return values follow jemalloc's convention: false = done.
+struct PageArena::Hooks {
+  extent_hooks_t hooks;  // first: the pointer jemalloc hands back
+  SharedRegion* region;
+
+  static SharedRegion& of(extent_hooks_t* h) { return *reinterpret_cast<Hooks*>(h)->region; }
+
+  // New address space, never handed out before: zero and committed (the
+  // memfd's pages are zero until written and cost nothing until then).
+  // jemalloc asks for a fixed `new_addr` only to grow an extent in place;
+  // the bump order makes that impossible, so refuse (it then copies).
+  static void* alloc(extent_hooks_t* h, void* new_addr, std::size_t size, std::size_t align,
+                     bool* zero, bool* commit, unsigned) {
+    if (new_addr) return nullptr;
+    void* p = of(h).carve(size, std::max<std::size_t>(align, kPageSize));
+    if (p) *zero = *commit = true;
+    return p;
+  }
+  // Opt out: jemalloc keeps the range as retained address space and reuses
+  // it (after decommit/commit), so the region is never carved twice.
+  static bool dalloc(extent_hooks_t*, void*, std::size_t, bool, unsigned) { return true; }
+  // At arena.<i>.destroy: the memory goes back; the address space stays the
+  // region's until it is unmapped.
+  static void destroy(extent_hooks_t* h, void* addr, std::size_t size, bool, unsigned) {
+    of(h).give_back(addr, size);
+  }
+  // The mapping always stays read-write, so committing is nothing.
+  static bool commit(extent_hooks_t*, void*, std::size_t, std::size_t, std::size_t, unsigned) {
+    return false;
+  }
+  // Decommit and forced purge both punch the range out of the memfd: the
+  // pages go back to the kernel and the range reads as zeros, which is what
+  // jemalloc assumes after either.
+  static bool punch(extent_hooks_t* h, void* addr, std::size_t, std::size_t off, std::size_t len,
+                    unsigned) {
+    return !of(h).give_back(static_cast<std::byte*>(addr) + off, len);
+  }
+  // All of the region is one mapping: any extent may be split or merged.
+  static bool split(extent_hooks_t*, void*, std::size_t, std::size_t, std::size_t, bool, unsigned) {
+    return false;
+  }
+  static bool merge(extent_hooks_t*, void*, std::size_t, void*, std::size_t, bool, unsigned) {
+    return false;
+  }
+};
+
+PageArena::PageArena(std::size_t region_bytes)
+    : region_(region_bytes), hooks_(std::make_unique<Hooks>()) {
+  // No lazy purge (MADV_FREE on a shared mapping frees nothing): jemalloc
+  // then purges dirty memory with purge_forced.
+  hooks_->hooks = {Hooks::alloc, Hooks::dalloc, Hooks::destroy, Hooks::commit, Hooks::punch,
+                   nullptr,      Hooks::punch,  Hooks::split,   Hooks::merge};
+  hooks_->region = &region_;
+  extent_hooks_t* h = &hooks_->hooks;
   std::size_t sz = sizeof(index_);
-  NOREFS_MALLCTL("arenas.create", &index_, &sz, nullptr, 0);
+  NOREFS_MALLCTL("arenas.create", &index_, &sz, &h, sizeof(h));
+}
+
+void* SharedAlloc::alloc(std::size_t size, std::size_t align) const {
+  return mallocx(size, MALLOCX_ARENA(arena_) | MALLOCX_ALIGN(align) | MALLOCX_TCACHE_NONE);
+}
+
+void SharedAlloc::free(void* p, std::size_t size, std::size_t align) const {
+  sdallocx(p, size, MALLOCX_ARENA(arena_) | MALLOCX_ALIGN(align) | MALLOCX_TCACHE_NONE);
 }
 
 PageArena::~PageArena() {

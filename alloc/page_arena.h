@@ -3,8 +3,16 @@
 // alloc/page_arena.h — a dedicated jemalloc arena for cache pages.
 //
 // One manual arena (arenas.create) holds every page's data (kPageSize bytes,
-// page aligned) and every page descriptor (64 bytes).  Memory goes back to
-// this arena only.
+// page aligned) and every page descriptor (64 bytes), and what the cache
+// keeps for lockless readers in other processes (SharedAlloc: the page
+// index's nodes, each file's fast-path state).  Memory goes back to this
+// arena only.
+//
+// Its memory is the shared region's (alloc/shared_region.h): the arena's
+// extent hooks carve every extent from the region and give purged memory
+// back by punching it out of the memfd, which is what returns a shared
+// mapping's pages to the kernel (jemalloc's default, MADV_DONTNEED, does
+// not).  The hooks, one by one, in page_arena.cc.
 //
 // Thread caches.  jemalloc's automatic tcache ignores MALLOCX_ARENA on a hit
 // and would hand out other arenas' memory (jemalloc#1535; measured 14/64 in
@@ -21,10 +29,27 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "alloc/page.h"
+#include "alloc/shared_region.h"
 
 namespace norefs::alloc {
+
+// Allocations in an arena's memory for structures a lockless reader in
+// another process follows.  A value (the arena's index), so that a
+// structure in the region can hold it without pointing into a heap.
+// Always MALLOCX_TCACHE_NONE: see "Thread caches" above.
+class SharedAlloc {
+ public:
+  explicit SharedAlloc(unsigned arena) : arena_(arena) {}
+  // nullptr on exhaustion.
+  void* alloc(std::size_t size, std::size_t align) const;
+  void free(void* p, std::size_t size, std::size_t align) const;
+
+ private:
+  unsigned arena_;
+};
 
 enum class TcacheMode {
   none,     // MALLOCX_TCACHE_NONE: every call goes to the arena's bins
@@ -38,7 +63,9 @@ struct ArenaStats {
 
 class PageArena {
  public:
-  PageArena();
+  // The arena over a new shared region of `region_bytes` of address space.
+  // Throws std::system_error if the region cannot be made.
+  explicit PageArena(std::size_t region_bytes);
   // Destroys the arena.  Context: every page and descriptor has been freed and
   // every tcache given out by tcache_create() destroyed.
   ~PageArena();
@@ -46,6 +73,8 @@ class PageArena {
   PageArena& operator=(const PageArena&) = delete;
 
   unsigned index() const { return index_; }
+  const SharedRegion& region() const { return region_; }
+  SharedAlloc shared_alloc() const { return SharedAlloc(index_); }
 
   // `tcache` is a private tcache id from tcache_create(), or kNoTcache.
   static constexpr int kNoTcache = -1;
@@ -75,6 +104,9 @@ class PageArena {
 
  private:
   int flags(int tcache, std::size_t align) const;
+  struct Hooks;
+  SharedRegion region_;  // first: outlives the arena, which lives in it
+  std::unique_ptr<Hooks> hooks_;
   unsigned index_ = 0;
 };
 

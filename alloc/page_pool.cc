@@ -220,6 +220,7 @@ struct PagePool::Impl {
 
 PagePool::Impl::Impl(const PagePoolConfig& c)
     : config(c),
+      arena(c.region_bytes ? c.region_bytes : kDefaultRegionBytes),
       stats(c.stats_path, c.max_threads),
       gp(stats.header()),
       slots(std::make_unique<Slot[]>(c.max_threads)),
@@ -582,6 +583,8 @@ Counters PagePool::counters() const { return impl_->stats.sum(); }
 const PagePoolConfig& PagePool::config() const { return impl_->config; }
 ArenaStats PagePool::arena_stats() const { return impl_->arena.stats(); }
 bool PagePool::owns(const void* p) const { return impl_->arena.owns(p); }
+const SharedRegion& PagePool::region() const { return impl_->arena.region(); }
+SharedAlloc PagePool::shared_alloc() const { return impl_->arena.shared_alloc(); }
 const std::string& PagePool::stats_path() const { return impl_->stats.path(); }
 
 }  // namespace norefs::alloc

@@ -114,7 +114,14 @@ struct PagePoolConfig {
   unsigned decay_tick_ms = 100;
   // How often the driver refreshes the arena's jemalloc statistics.
   unsigned arena_stats_interval_ms = 1000;
+  // Address space of the shared region the arena lives in
+  // (alloc/shared_region.h): the most page memory, descriptors and shared
+  // allocations the pool can ever hold, with jemalloc's growth slack.  It
+  // costs no memory until used.  0: kDefaultRegionBytes.
+  std::size_t region_bytes = 0;
 };
+
+inline constexpr std::size_t kDefaultRegionBytes = std::size_t{64} << 30;
 
 inline constexpr std::uint8_t kPoisonByte = 0x6b;
 
@@ -162,6 +169,10 @@ class PagePool {
   // True if `p` is memory of this pool's arena (arenas.lookup).  Slow.
   bool owns(const void* p) const;
   const std::string& stats_path() const;
+  // The region every page lives in, and allocations in it for what other
+  // processes read (page_arena.h).
+  const SharedRegion& region() const;
+  SharedAlloc shared_alloc() const;
 
   struct Impl;
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 #include <vector>
 
@@ -17,12 +18,27 @@ namespace norefs::cache {
 
 namespace rcu = alloc::rcu;
 
+namespace {
+SharedFile* new_shared_file(alloc::SharedAlloc heap, std::uint64_t size) {
+  void* mem = heap.alloc(sizeof(SharedFile), alignof(SharedFile));
+  if (!mem) throw std::bad_alloc();
+  return new (mem) SharedFile(heap, size);
+}
+}  // namespace
+
 CachedFile::CachedFile(PageCache& cache, std::unique_ptr<Backing> backing, std::uint64_t size)
-    : cache_(cache), backing_(std::move(backing)), size_(size) {}
+    : cache_(cache),
+      backing_(std::move(backing)),
+      shared_(new_shared_file(cache.pool_.shared_alloc(), size)),
+      size_(shared_->size),
+      index_(shared_->index) {}
 
 CachedFile::~CachedFile() {
   // No handle and no queued readahead holds the file: no reader can.
   cache_.set_deleting(*this);
+  alloc::SharedAlloc heap = cache_.pool_.shared_alloc();
+  shared_->~SharedFile();
+  heap.free(shared_, sizeof(SharedFile), alignof(SharedFile));
   cache_.files_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -31,11 +47,25 @@ std::uint64_t CachedFile::pages() const {
   return index_.size();
 }
 
+namespace {
+// The pool's configuration, with the shared region sized for the limit when
+// the caller left it to us: the limit's pages and descriptors four times
+// over (jemalloc grows its address space by doubling and keeps what it
+// retains), plus 256 MiB for index nodes, files and jemalloc's metadata.
+alloc::PagePoolConfig pool_config(const PageCacheConfig& c) {
+  alloc::PagePoolConfig p = c.pool;
+  if (p.region_bytes == 0 && c.limit_pages != 0) {
+    p.region_bytes = 4 * c.limit_pages * (kPageSize + sizeof(Page)) + (std::size_t{256} << 20);
+  }
+  return p;
+}
+}  // namespace
+
 PageCache::PageCache(const PageCacheConfig& config)
     : config_(config),
       ref_mode_(config.read_path == ReadPath::ref_fetchadd ? RefMode::FetchAdd : RefMode::Cas),
       stats_(config.stats_path, config.max_threads),
-      pool_(config.pool),
+      pool_(pool_config(config)),
       reclaim_(config.limit_pages, pool_, stats_, ref_mode_),
       readahead_(*this, config.readahead_max_pages, config.async_readahead) {
   if (config.batch == 0 || config.batch > kMaxBatch) {
@@ -62,8 +92,9 @@ PageCache::~PageCache() {
 
 std::shared_ptr<CachedFile> PageCache::open_file(std::unique_ptr<Backing> backing,
                                                  std::uint64_t size) {
+  auto* f = new CachedFile(*this, std::move(backing), size);
   files_.fetch_add(1, std::memory_order_relaxed);
-  return std::shared_ptr<CachedFile>(new CachedFile(*this, std::move(backing), size));
+  return std::shared_ptr<CachedFile>(f);
 }
 
 // ── Removal ──

@@ -47,11 +47,13 @@
 #include "cache/backing.h"
 #include "cache/cache_stats.h"
 #include "cache/config.h"
+#include "cache/fast_path.h"
 #include "cache/page.h"
 #include "cache/page_index.h"
 #include "cache/read_loop.h"
 #include "cache/readahead.h"
 #include "cache/reclaim.h"
+#include "cache/shared_file.h"
 
 namespace norefs::cache {
 
@@ -80,16 +82,20 @@ class CachedFile {
  private:
   friend class PageCache;
   friend class Reclaim;  // eviction: try-locks mu_, erases from index_
+  // Throws std::bad_alloc if the shared region has no room for its SharedFile.
   CachedFile(PageCache& cache, std::unique_ptr<Backing> backing, std::uint64_t size);
 
   PageCache& cache_;
   std::unique_ptr<Backing> backing_;
-  std::atomic<std::uint64_t> size_;
+  // In the shared region (cache/shared_file.h); size_ and index_ name its
+  // fields: the fast path's whole view of the file.
+  SharedFile* const shared_;
+  std::atomic<std::uint64_t>& size_;
+  PageIndex& index_;
   mutable std::mutex mu_;           // index writes, fill publication, gen_, deleting_
   std::condition_variable filled_;  // notified under mu_ when a fill ends
-  PageIndex index_;
-  std::uint32_t gen_ = 0;  // page generations (stackcopy's ABA check); mu_
-  bool deleting_ = false;  // removals not deferred; mu_
+  std::uint32_t gen_ = 0;           // page generations (stackcopy's ABA check); mu_
+  bool deleting_ = false;           // removals not deferred; mu_
 };
 
 // An open handle: the file and its readahead state.
@@ -170,10 +176,13 @@ class PageCache {
   const PageCacheConfig& config() const { return config_; }
   RefMode ref_mode() const { return ref_mode_; }
   const std::string& stats_path() const { return stats_.path(); }
+  // What a reader in another process maps (alloc/shared_region.h), and
+  // where in it a file's fast-path state is (cache/fast_path.h).
+  const alloc::SharedRegion& region() const { return pool_.region(); }
+  static const SharedFile& shared_file(const CachedFile& f) { return *f.shared_; }
 
  private:
   friend class CachedFile;
-  struct FastResult;
   template <class Sink>
   FastResult fast_locked(FileHandle& h, std::uint64_t pos, std::size_t len, Sink& sink,
                          const ReadOptions& opt, CacheSlot& st);

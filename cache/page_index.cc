@@ -7,14 +7,30 @@
 
 namespace norefs::cache {
 
+std::atomic<std::int64_t> PageIndex::nodes_live_{0};
+
 PageIndex::~PageIndex() { free_tree(root_.load(std::memory_order_relaxed)); }
+
+PageIndex::Node* PageIndex::new_node(unsigned shift) {
+  void* mem = heap_.alloc(sizeof(Node), alignof(Node));
+  if (!mem) return nullptr;
+  nodes_live_.fetch_add(1, std::memory_order_relaxed);  // see live_nodes()
+  return new (mem) Node(shift, heap_);
+}
+
+void PageIndex::delete_node(Node* n) {
+  alloc::SharedAlloc heap = n->heap;
+  n->~Node();
+  heap.free(n, sizeof(Node), alignof(Node));
+  nodes_live_.fetch_sub(1, std::memory_order_relaxed);
+}
 
 void PageIndex::free_tree(Node* n) {
   if (!n) return;
   if (n->shift > 0) {
     for (auto& s : n->slots) free_tree(static_cast<Node*>(s.load(std::memory_order_relaxed)));
   }
-  delete n;
+  delete_node(n);
 }
 
 bool PageIndex::insert(std::uint64_t index, Page* page) {
@@ -22,12 +38,12 @@ bool PageIndex::insert(std::uint64_t index, Page* page) {
   if (!n) {
     unsigned shift = 0;  // start at the height the index needs
     while (index > max_index(shift)) shift += kBits;
-    n = new (std::nothrow) Node(shift);
+    n = new_node(shift);
     if (!n) return false;
     root_.store(n, std::memory_order_release);
   }
   while (index > max_index(n->shift)) {
-    Node* up = new (std::nothrow) Node(n->shift + kBits);
+    Node* up = new_node(n->shift + kBits);
     if (!up) return false;
     up->slots[0].store(n, std::memory_order_relaxed);  // published by the root store
     up->count = 1;
@@ -38,7 +54,7 @@ bool PageIndex::insert(std::uint64_t index, Page* page) {
     auto& slot = n->slots[slot_of(index, n->shift)];
     auto* child = static_cast<Node*>(slot.load(std::memory_order_relaxed));
     if (!child) {
-      child = new (std::nothrow) Node(n->shift - kBits);
+      child = new_node(n->shift - kBits);
       if (!child) return false;  // empty interior nodes are harmless; erase retires them
       slot.store(child, std::memory_order_release);
       n->count++;
@@ -107,7 +123,7 @@ void PageIndex::retire(Node* n) {
   // fine here; PagePool is for pages.
   rcu::call(&n->rcu, [](rcu::Head* h) {
     rcu::callback_begins(h);
-    delete reinterpret_cast<Node*>(h);  // rcu is Node's first member
+    delete_node(reinterpret_cast<Node*>(h));  // rcu is Node's first member
   });
 }
 

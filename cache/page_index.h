@@ -25,6 +25,10 @@
 //    loaded the old pointer before the store may still use it until its
 //    read_unlock(): a removed page is freed through PagePool (rcu_free) and a
 //    removed node through rcu::call(), both only after a grace period.
+//  - Memory: nodes live in the shared region (alloc/shared_region.h,
+//    through SharedAlloc), so that a reader in another process that maps
+//    the region follows the same links; an index holds no pointer out of
+//    the region (its allocator is an arena index).
 //  - Growth publishes a new root whose slot 0 is the old root.  A reader that
 //    loaded the old root walks the old (still valid) subtree: the pages it
 //    finds there are the same pages.  The tree never shrinks in height while
@@ -35,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "alloc/page_arena.h"
 #include "alloc/rcu.h"
 #include "cache/page.h"
 
@@ -47,7 +52,8 @@ class PageIndex {
   static constexpr unsigned kBits = 6;
   static constexpr unsigned kSlots = 1u << kBits;
 
-  PageIndex() = default;
+  // Nodes come from `heap` (the page pool's shared_alloc()).
+  explicit PageIndex(alloc::SharedAlloc heap) : heap_(heap) {}
   // Frees every node at once.  Context: no reader can reach this index any
   // more (its file has no handle) and every page has been taken out.
   ~PageIndex();
@@ -76,14 +82,23 @@ class PageIndex {
   // Context: owner's lock held.
   std::uint64_t size() const { return pages_; }
 
+  // Nodes allocated and not yet freed, by every index of the process: what
+  // tests check for leaks (the nodes are in a jemalloc arena, which the
+  // sanitizers' allocators do not see).  Relaxed: a count, read after
+  // rcu::barrier() by whoever checks it.
+  static std::int64_t live_nodes() { return nodes_live_.load(std::memory_order_relaxed); }
+
  private:
   struct Node {
-    explicit Node(unsigned s) : shift(s) {}
+    Node(unsigned s, alloc::SharedAlloc h) : shift(s), heap(h) {}
     rcu::Head rcu{};  // first: retire() hands the node to rcu::call()
     const unsigned shift;
-    unsigned count = 0;  // non-null slots; guarded by the owner's lock
+    unsigned count = 0;             // non-null slots; guarded by the owner's lock
+    const alloc::SharedAlloc heap;  // where the node goes back (retire()'s callback)
     std::atomic<void*> slots[kSlots] = {};
   };
+  Node* new_node(unsigned shift);
+  static void delete_node(Node* n);
   static unsigned slot_of(std::uint64_t index, unsigned shift) {
     return static_cast<unsigned>(index >> shift) & (kSlots - 1);
   }
@@ -98,8 +113,10 @@ class PageIndex {
   void for_each_node(const Node* n, std::uint64_t base, std::uint64_t first, std::uint64_t last,
                      const std::function<void(std::uint64_t, Page*)>& fn) const;
 
+  const alloc::SharedAlloc heap_;
   std::atomic<Node*> root_{nullptr};
   std::uint64_t pages_ = 0;  // guarded by the owner's lock
+  static std::atomic<std::int64_t> nodes_live_;
 };
 
 inline Page* PageIndex::lookup(std::uint64_t index) const {

@@ -11,6 +11,7 @@
 
 #include "alloc/rcu.h"
 #include "cache/copy.h"
+#include "cache/fast_path.h"
 #include "cache/page_cache.h"
 #include "cache/sync_point.h"
 
@@ -18,23 +19,9 @@ namespace norefs::cache {
 
 namespace rcu = alloc::rcu;
 
-struct PageCache::FastResult {
-  std::size_t n = 0;      // bytes copied
-  bool complete = false;  // the request is done (all bytes, or EOF)
-  Stop stop = Stop::kCount;
-};
-
 namespace {
 
-// Sinks of the fast path.  Both are used inside the read-side section.
-struct BufferSink {
-  std::byte* dst;
-  void put(const std::byte* src, std::size_t n) {
-    copy_bytes(dst, src, n);
-    dst += n;
-  }
-};
-
+// read_iov's sink: iovecs into the pages, used inside the read-side section.
 struct IovSink {
   iovec* iov;
   int cnt = 0;
@@ -44,28 +31,6 @@ struct IovSink {
 bool interrupted(const ReadOptions& opt) {
   // Relaxed: a hint polled per page; whoever sets it publishes nothing else.
   return opt.interrupted && opt.interrupted->load(std::memory_order_relaxed);
-}
-
-// Why the fast path may not take this page, by the flags of one acquire
-// load; kCount if it may.  The common answer is one mask and one compare:
-// uptodate, no readahead mark, not drop-behind, and referenced and active
-// (so that marking it accessed changes nothing: pg::mark_accessed_is_noop()
-// without drop-behind).  Anything else finds its reason in page_stop_slow().
-Stop page_stop_slow(std::uint64_t s) {
-  if (!(s & pg::kUptodate)) return Stop::not_uptodate;
-  if (s & pg::kReadahead) return Stop::readahead;
-  if (s & pg::kDropBehind) return Stop::drop_behind;
-  if (!pg::mark_accessed_is_noop(s)) return Stop::accessed;
-  return Stop::kCount;
-}
-
-inline Stop page_stop(std::uint64_t s) {
-  constexpr std::uint64_t kMask =
-      pg::kUptodate | pg::kReadahead | pg::kDropBehind | pg::kReferenced | pg::kActive;
-  constexpr std::uint64_t kServe = pg::kUptodate | pg::kReferenced | pg::kActive;
-  if ((s & kMask) == kServe) [[likely]]
-    return Stop::kCount;
-  return page_stop_slow(s);
 }
 
 }  // namespace
@@ -91,54 +56,14 @@ std::optional<ReadPath> parse_read_path(std::string_view s) {
   return std::nullopt;
 }
 
-// The noref fast path.  Context: rcu::read_lock() held by the caller.
-// Writes nothing shared: `st` is this thread's slot.  Inlined into each
-// caller: a small read spends a good part of its time in the call itself.
+// The noref fast path on this cache's file (cache/fast_path.h).  Context:
+// rcu::read_lock() held by the caller.
 template <class Sink>
-[[gnu::always_inline]] inline PageCache::FastResult PageCache::fast_locked(
-    FileHandle& h, std::uint64_t pos, std::size_t len, Sink& sink, const ReadOptions& opt,
-    CacheSlot& st) {
-  CachedFile& f = h.file();
-  FastResult r;
-  const std::uint64_t isize0 = f.size();
-  unsigned pages = 0;
-  for (;;) {
-    if (r.n == len || pos >= isize0) {
-      r.complete = true;
-      break;
-    }
-    if (interrupted(opt)) {
-      r.stop = Stop::interrupted;
-      break;
-    }
-    if (pages == config_.batch) {
-      r.stop = Stop::batch;
-      break;
-    }
-    Page* p = f.index_.lookup(pos >> kPageShift);
-    if (!p) {
-      r.stop = Stop::missing;
-      break;
-    }
-    r.stop = page_stop(pg::load(*p));
-    if (r.stop != Stop::kCount) break;
-    // Read again after the uptodate test (filemap_read()): a truncate that
-    // happened meanwhile must not expose bytes past its end.
-    std::uint64_t end = std::min(isize0, f.size());
-    if (pos >= end) {
-      r.stop = Stop::past_eof;
-      break;
-    }
-    std::size_t off = pos & (kPageSize - 1);
-    std::size_t n = std::min({len - r.n, kPageSize - off, static_cast<std::size_t>(end - pos)});
-    sync_point::hit("read:fast:before_copy");
-    sink.put(p->data + off, n);
-    r.n += n;
-    pos += n;
-    pages++;
-  }
-  bump(st, Ctr::fast_pages, pages);
-  return r;
+[[gnu::always_inline]] inline FastResult PageCache::fast_locked(FileHandle& h, std::uint64_t pos,
+                                                                std::size_t len, Sink& sink,
+                                                                const ReadOptions& opt,
+                                                                CacheSlot& st) {
+  return fast_read(*h.file().shared_, pos, len, sink, config_.batch, opt.interrupted, st);
 }
 
 // Linus' 2024 stack copy: no reference, no deferral needed for the bytes it
@@ -150,9 +75,8 @@ template <class Sink>
 // that is a read of memory another thread may be writing, which the re-check
 // then rejects (the seqlock pattern); the fence orders the copy before the
 // re-check's loads.
-PageCache::FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos, std::size_t len,
-                                                std::byte* dst, const ReadOptions& opt,
-                                                CacheSlot& st) {
+FastResult PageCache::fast_stackcopy(FileHandle& h, std::uint64_t pos, std::size_t len,
+                                     std::byte* dst, const ReadOptions& opt, CacheSlot& st) {
   CachedFile& f = h.file();
   FastResult r;
   const std::uint64_t isize0 = f.size();
