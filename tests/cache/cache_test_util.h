@@ -46,6 +46,8 @@
 #include "cache/sync_point.h"
 #include "tools/lib/backings.h"
 
+#include "pattern.h"
+
 namespace norefs::cache::test {
 
 using namespace std::chrono_literals;
@@ -69,15 +71,6 @@ inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;
 #endif
-
-inline constexpr std::uint64_t pattern_word(std::uint32_t file, std::uint64_t word,
-                                            std::uint32_t gen) {
-  return (std::uint64_t{file} << 56) | (std::uint64_t{gen & 0xffffff} << 32) | (word & 0xffffffffu);
-}
-
-inline std::byte pattern_byte(std::uint32_t file, std::uint64_t off, std::uint32_t gen) {
-  return static_cast<std::byte>(pattern_word(file, off / 8, gen) >> (8 * (off % 8)));
-}
 
 inline Bytes pattern(std::uint32_t file, std::uint64_t off, std::size_t len, std::uint32_t gen) {
   // Whole words, then the bytes asked for (little-endian, as pattern_byte).
