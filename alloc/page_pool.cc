@@ -120,6 +120,7 @@ struct PagePool::Impl {
   void free_not_deferred(Page* p);
   void make_way();
   void drain();
+  bool drain_for(unsigned ms);
 
   Slot* my_slot() {
     if (tls_last.pool_id == id) return tls_last.slot;
@@ -193,6 +194,9 @@ struct PagePool::Impl {
 
   // Driver.  `gp_requested` is the highest cookie any batch waits for.
   alignas(64) std::atomic<std::uint64_t> gp_requested{0};
+  // Set by drain_for(): the driver runs the next grace period without
+  // pacing.  Relaxed: a hint; the request itself is gp_requested's.
+  std::atomic<bool> gp_urgent{false};
   std::atomic<bool> driver_sleeping{false};
   std::mutex wake_mu;
   std::condition_variable wake_cv;
@@ -484,7 +488,9 @@ void PagePool::Impl::driver_main() {
     if (gp_requested.load(std::memory_order_acquire) > gp.completed()) {
       // Pace: frees meanwhile join the pending lists, and the batches
       // cut behind this grace period grow (PagePoolConfig::gp_interval_us).
-      if (monotonic_us() < next_gp_us) sleep_until_us(next_gp_us);
+      if (!gp_urgent.exchange(false, std::memory_order_relaxed) && monotonic_us() < next_gp_us) {
+        sleep_until_us(next_gp_us);
+      }
       next_gp_us = monotonic_us() + config.gp_interval_us;
       update_peak();  // before the GP: no owner can have freed its batch yet
       gp.synchronize();
@@ -572,6 +578,24 @@ void PagePool::Impl::drain() {
   }
 }
 
+bool PagePool::Impl::drain_for(unsigned ms) {
+  const std::uint64_t deadline = monotonic_us() + std::uint64_t{ms} * 1000;
+  while (waiting() != 0) {
+    const std::uint64_t cookie = gp.cookie();
+    gp_urgent.store(true, std::memory_order_relaxed);
+    request_gp(cookie);
+    while (!gp.poll(cookie)) {
+      if (monotonic_us() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    sweep(true);
+    if (waiting() == 0) break;
+    if (monotonic_us() >= deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 PagePool::PagePool(const PagePoolConfig& config) : impl_(std::make_unique<Impl>(config)) {}
 PagePool::~PagePool() = default;
 Page* PagePool::alloc() { return impl_->alloc(); }
@@ -579,6 +603,7 @@ void PagePool::free(Page* page) { impl_->free(page); }
 void PagePool::free_not_deferred(Page* page) { impl_->free_not_deferred(page); }
 void PagePool::make_way() { impl_->make_way(); }
 void PagePool::drain() { impl_->drain(); }
+bool PagePool::drain_for(unsigned ms) { return impl_->drain_for(ms); }
 Counters PagePool::counters() const { return impl_->stats.sum(); }
 const PagePoolConfig& PagePool::config() const { return impl_->config; }
 ArenaStats PagePool::arena_stats() const { return impl_->arena.stats(); }

@@ -160,6 +160,12 @@ class PagePool {
   // Waits until every page freed before the call has reached the arena.
   // Context: not inside a read-side section.
   void drain();
+  // The same, for at most `ms` milliseconds; true if everything came back.
+  // The grace periods run on the driver, at once (no gp_interval_us
+  // pacing), so a grace period that cannot end — a reader in another
+  // process stopped inside its section (alloc/reader_registry.h) — keeps
+  // the driver waiting, never the caller.  Context: as drain().
+  bool drain_for(unsigned ms);
 
   Counters counters() const;
   const PagePoolConfig& config() const;

@@ -63,6 +63,7 @@ enum class Ctr : std::uint8_t {
   evicted,          // pages evicted: under the memory limit, or by evict() (fadvise)
   evict_skipped,    // eviction candidates skipped (held by a reference reader)
   limit_drains,     // times the limit waited for a grace period (drain)
+  limit_blocked,    // times the limit gave up: grace periods made no progress in limit_wait_ms
   io_errors,        // failed reads of the backing file
   written_pages,    // pages replaced by write()
   removed_pages,    // pages removed by truncate/punch/invalidate
@@ -86,8 +87,8 @@ struct alignas(64) CacheSlot {
 
 inline constexpr std::uint64_t kCacheStatsMagic = 0x6e6f726566736373ULL;  // "norefscs"
 // 2: write_alloc, write_fill, write_skipped; 3: the common BlockHeader of
-// alloc/counter_block.h.
-inline constexpr std::uint64_t kCacheStatsVersion = 3;
+// alloc/counter_block.h; 4: limit_blocked.
+inline constexpr std::uint64_t kCacheStatsVersion = 4;
 
 struct alignas(64) CacheStatsHeader {
   static constexpr std::uint64_t kMagic = kCacheStatsMagic, kVersion = kCacheStatsVersion;

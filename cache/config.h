@@ -37,6 +37,12 @@ struct PageCacheConfig {
   // Hard bound on cache memory in pages, counting pages still waiting for a
   // grace period.  0: unbounded.
   std::size_t limit_pages = 0;
+  // Under the limit, how long an allocation waits for pages that wait for a
+  // grace period before it gives up and the page stays uncached
+  // (Ctr::limit_blocked).  While grace periods make no progress at all (a
+  // reader in another process stopped inside its section) allocations do
+  // not wait again until one completes.
+  unsigned limit_wait_ms = 100;
   // Readahead window maximum in pages (the kernel's default ra_pages is 32,
   // 128 KiB).  0: no readahead, a miss reads only the pages requested.
   unsigned readahead_max_pages = 32;

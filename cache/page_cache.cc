@@ -66,7 +66,7 @@ PageCache::PageCache(const PageCacheConfig& config)
       ref_mode_(config.read_path == ReadPath::ref_fetchadd ? RefMode::FetchAdd : RefMode::Cas),
       stats_(config.stats_path, config.max_threads),
       pool_(pool_config(config)),
-      reclaim_(config.limit_pages, pool_, stats_, ref_mode_),
+      reclaim_(config.limit_pages, config.limit_wait_ms, pool_, stats_, ref_mode_),
       readahead_(*this, config.readahead_max_pages, config.async_readahead) {
   if (config.batch == 0 || config.batch > kMaxBatch) {
     throw std::invalid_argument("batch must be 1.." + std::to_string(kMaxBatch));

@@ -38,9 +38,10 @@ struct Reclaim::Lru {
   std::size_t& nr(bool act) { return act ? nr_active : nr_inactive; }
 };
 
-Reclaim::Reclaim(std::size_t limit_pages, alloc::PagePool& pool, CacheStats& stats,
-                 RefMode ref_mode)
+Reclaim::Reclaim(std::size_t limit_pages, unsigned limit_wait_ms, alloc::PagePool& pool,
+                 CacheStats& stats, RefMode ref_mode)
     : limit_pages_(limit_pages),
+      limit_wait_ms_(limit_wait_ms),
       pool_(pool),
       stats_(stats),
       ref_mode_(ref_mode),
@@ -199,8 +200,20 @@ bool Reclaim::reserve(std::size_t pages, CacheSlot& st) {
     c = pool_.counters();
     if (c.live() + pages <= limit) return true;
     if (c.waiting == 0) continue;  // held pages may come back to the LRU
+    // A drain that gave up, with no grace period completed since: waiting
+    // again would only stall every allocation (the hard bound holds
+    // anyway; the page stays uncached).
+    if (blocked_at_gp_ != 0 && c.gp_completed + 1 == blocked_at_gp_) {
+      bump(st, Ctr::limit_blocked);
+      return false;
+    }
     bump(st, Ctr::limit_drains);
-    pool_.drain();
+    if (!pool_.drain_for(limit_wait_ms_)) {
+      blocked_at_gp_ = pool_.counters().gp_completed + 1;
+      bump(st, Ctr::limit_blocked);
+      return false;
+    }
+    blocked_at_gp_ = 0;
   }
   return pool_.counters().live() + pages <= limit;
 }

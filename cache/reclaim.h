@@ -32,8 +32,10 @@ using RemovedList = std::vector<Removed>;
 
 class Reclaim {
  public:
-  // `limit_pages`: the hard bound of PageCacheConfig (0: none).
-  Reclaim(std::size_t limit_pages, alloc::PagePool& pool, CacheStats& stats, RefMode ref_mode);
+  // `limit_pages`: the hard bound of PageCacheConfig (0: none);
+  // `limit_wait_ms`: PageCacheConfig's, how long reserve() waits for a drain.
+  Reclaim(std::size_t limit_pages, unsigned limit_wait_ms, alloc::PagePool& pool,
+          CacheStats& stats, RefMode ref_mode);
   ~Reclaim();
   Reclaim(const Reclaim&) = delete;
   Reclaim& operator=(const Reclaim&) = delete;
@@ -87,6 +89,11 @@ class Reclaim {
   void publish_counts();  // Context: lru_mu_ held.
 
   const std::size_t limit_pages_;
+  const unsigned limit_wait_ms_;
+  // The pool's gp_completed when a drain last gave up, +1 (0: none did).
+  // While no grace period has completed since, reserve() does not wait
+  // again.  Guarded by reserve_mu_.
+  std::uint64_t blocked_at_gp_ = 0;
   alloc::PagePool& pool_;
   CacheStats& stats_;
   const RefMode ref_mode_;
