@@ -123,6 +123,58 @@ bool rd_phase[NRD];   /* reader ctr & URCU_GP_CTR_PHASE */
 byte rd_sec[NRD];     /* sections entered + left: odd = inside one */
 #endif
 
+/* ── readers in other processes (REMOTE_READER; client-design.md §3) ──
+ * The registry of reader slots in shared memory (alloc/reader_registry.h
+ * ReaderRegistry), liburcu memb's algorithm over it.  One slot and one remote
+ * reader thread (one process).  gp_ctr = GP_COUNT | phase, as liburcu's
+ * rcu_gp.ctr; a slot's ctr is 0 outside a section, else a copy of gp_ctr
+ * taken at the outermost lock (GP_COUNT is the nest count 1: the model's
+ * reader does not nest).  The daemon side (Driver, Expedite) is sequentially
+ * consistent as everywhere in this model; the remote reader is x86-TSO: its
+ * plain stores go through a FIFO store buffer (sb_*) that the StoreBuffer
+ * process drains one entry at a time, and that a locked instruction, a fence
+ * or the writer's membarrier drains at once.  That is the "no fence on the
+ * reader" of remote_rcu::read_lock(): its store of ctr may become visible
+ * after its lookups, and only the writer's membarrier orders it. */
+#ifdef REMOTE_READER
+#define GP_COUNT 1
+#define GP_PHASE 2
+#define RPID     1     /* the remote process's id (slot owner) */
+#define SB_CTR   0     /* store buffer entry: slot_ctr = val */
+#define SB_INUSE 1     /* store buffer entry: in_use = val */
+byte gp_ctr = GP_COUNT; /* ReaderRegistry's gp_ctr */
+bool reg_mutex;         /* ReaderRegistry::synchronize()'s mutex */
+byte in_use;            /* slots in use (registered) */
+byte slot_owner;        /* 0 free, else the owner's id */
+byte slot_ctr;          /* 0 outside a section, else GP_COUNT | phase */
+bool rdead;             /* the owner has died (its pidfd is readable) */
+byte sb_len;            /* the remote reader's store buffer, oldest first */
+byte sb_var[3];
+byte sb_val[3];
+
+inline sb_push(var, val) {
+  sb_var[sb_len] = var; sb_val[sb_len] = val; sb_len++
+}
+/* The oldest buffered store reaches memory. */
+inline sb_commit() {
+  if
+  :: sb_var[0] == SB_CTR -> slot_ctr = sb_val[0]
+  :: else -> in_use = sb_val[0]
+  fi;
+  sb_var[0] = sb_var[1]; sb_val[0] = sb_val[1];
+  sb_var[1] = sb_var[2]; sb_val[1] = sb_val[2];
+  sb_var[2] = 0; sb_val[2] = 0;
+  sb_len--
+}
+/* A full barrier on the reader's CPU: its buffer drains. */
+inline sb_drain() {
+  do
+  :: sb_len > 0 -> sb_commit()
+  :: else -> break
+  od
+}
+#endif
+
 /* ── the slot lock (SpinLock) ──
  * A critical section is modelled as at most two atomic blocks, CS_BEGIN ..
  * CS_END, each with one access to a variable the slot lock does not guard
@@ -205,6 +257,73 @@ inline rcu_sync_wait() {
 }
 #endif
 
+#ifdef REMOTE_READER
+/* ── ReaderRegistry::synchronize() (alloc/reader_registry.cc) ──
+ * The registry's grace period, run by rcu::synchronize() after liburcu's:
+ * a full fence (a no-op for the sequentially consistent writer); no slot in
+ * use: done (the zero-cost path, the Dekker pairing with the registration's
+ * fence); else membarrier(GLOBAL_EXPEDITED), then flip gp_ctr's phase and
+ * wait, twice.  A wait on a slot is over when the slot is free, quiescent
+ * (ctr 0) or in a section of the current phase; while it waits on a slot
+ * whose owner is dead it reclaims the slot (ctr = 0, owner = 0, in_use--).
+ *
+ * REGISTRY_BEFORE_FLIP: the writer reads which slots are active (ctr != 0)
+ * once, right after the zero-cost test, before the membarrier and the
+ * flips, and waits only for those.  That is the faithful form of "read
+ * before the flip": the same snapshot taken after the membarrier (still
+ * before the flip, REGISTRY_SNAPSHOT, a correct variant) is safe, since a
+ * slot idle after the membarrier can only start sections whose lookups
+ * follow the unlink; before the membarrier, a reader whose ctr store is
+ * still in its store buffer looks idle although it has found the page.
+ * With one slot the snapshot is one bit, `wset`. */
+#ifdef RECLAIM_LIVE
+#define owner_dead (slot_owner != 0)  /* the liveness test is wrong */
+#elif defined(NO_RECLAIM)
+#define owner_dead false
+#else
+#define owner_dead (slot_owner != 0 && rdead)
+#endif
+#define slot_done (slot_owner == 0 || slot_ctr == 0 || (slot_ctr & GP_PHASE) == (gp_ctr & GP_PHASE))
+/* wait_for_readers() over the registry.  Nothing can move while a writer
+ * waits only if the slot's owner is dead and not reclaimed (NO_RECLAIM): the
+ * grace period would never end. */
+inline reg_wait() {
+  do
+  :: !wset || slot_done -> break
+  :: atomic { owner_dead -> slot_ctr = 0; slot_owner = 0; in_use-- }
+  :: timeout -> check(!rdead)
+  od
+}
+inline reg_synchronize() {
+#ifndef REGISTRY_SKIPPED
+  atomic { !reg_mutex -> reg_mutex = true };
+  if
+  :: in_use == 0 -> skip  /* zero-cost: nobody registered */
+  :: else ->
+#ifdef REGISTRY_BEFORE_FLIP
+     wset = (slot_ctr != 0);
+#endif
+#ifndef NO_MEMBARRIER
+     d_step { sb_drain() };  /* membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) */
+#endif
+#if defined(REGISTRY_SNAPSHOT)
+     wset = (slot_ctr != 0);
+#elif !defined(REGISTRY_BEFORE_FLIP)
+     wset = true;  /* every slot is looked at */
+#endif
+     gp_ctr = gp_ctr ^ GP_PHASE;
+     reg_wait();
+#ifndef REGISTRY_ONE_FLIP
+     gp_ctr = gp_ctr ^ GP_PHASE;
+     reg_wait();
+#endif
+     wset = false
+  fi;
+  reg_mutex = false
+#endif
+}
+#endif
+
 /* ── GracePeriods (alloc/grace_period.h, grace_period.cc) ── */
 /* cookie(): started.fetch_add(0) + 1 */
 #ifdef COOKIE_OFF_BY_ONE
@@ -229,6 +348,12 @@ inline gp_synchronize() {
 #ifdef URCU_MEMB
   atomic { gp_begin() };
   rcu_synchronize();
+  atomic { gp_end() }
+#elif defined(REMOTE_READER)
+  /* rcu::synchronize(): liburcu's grace period, then the registry's */
+  atomic { gp_begin(); rcu_sync_start() };
+  atomic { rcu_sync_wait() };
+  reg_synchronize();
   atomic { gp_end() }
 #else
   atomic { gp_begin(); rcu_sync_start() };
@@ -399,6 +524,9 @@ active proctype Remover() {
 
 active proctype Driver() {
   byte ready, ck, j, sn, gi;
+#ifdef REMOTE_READER
+  bool wset;
+#endif
 #ifdef URCU_MEMB
   bool cur[NRD];
 #else
@@ -418,6 +546,9 @@ active proctype Driver() {
 
 active proctype Expedite() {
   byte s, list, ready, ck, j, sn, gi;
+#ifdef REMOTE_READER
+  bool wset;
+#endif
 #ifdef URCU_MEMB
   bool cur[NRD];
 #else
@@ -460,7 +591,11 @@ active proctype Expedite() {
 }
 
 /* fast_locked(): pages from a nondeterministic start, no reference. */
+#ifdef NO_READER
+proctype Reader() {
+#else
 active proctype Reader() {
+#endif
   byte i, found, seen;  /* seen: the pages this section found */
 #ifdef URCU_MEMB
   bool rtmp;
@@ -563,3 +698,60 @@ active proctype RefReader() {
 out:
   skip
 }
+
+#ifdef REMOTE_READER
+/* A client thread's fast read (libnorefs_client, the same fast path as
+ * Reader) inside remote_rcu::read_lock()/read_unlock(), on its first read:
+ * registration, then one section.  It may be killed inside the section: it
+ * stops for good without unlocking (rdead, once its store buffer has
+ * drained: the kernel's exit path is serializing). */
+active proctype RemoteReader() {
+  byte i, found, seen, v;
+  if
+  :: i = 0
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
+  fi;
+  /* remote_rcu register: CAS a free slot's owner 0 -> id (a locked
+   * instruction: the buffer is empty), a seq_cst fence, in_use++ (a locked
+   * RMW).  NO_REG_FENCE: no barrier orders the in_use store before the
+   * section's lookups (a plain increment, no fence after it). */
+  atomic { slot_owner == 0 -> slot_owner = RPID };
+#ifdef NO_REG_FENCE
+  d_step { v = in_use + 1; sb_push(SB_INUSE, v); v = 0 };
+#else
+  in_use++;
+#endif
+  /* remote_rcu::read_lock(): slot.ctr = gp_ctr, a load, then a plain store
+   * into the store buffer (no fence) */
+  v = gp_ctr;
+  d_step { sb_push(SB_CTR, v); v = 0 };
+  do
+  :: i < NP ->
+     if
+     :: in_index[i] -> found = i; seen = seen | BIT(i)
+     :: else -> break  /* Stop::missing */
+     fi;
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     i++
+  :: i >= NP -> break
+  :: atomic { sb_len == 0 -> rdead = true }; goto dead  /* kill -9 */
+  od;
+  assert(!reused(seen));
+  /* remote_rcu::read_unlock(): slot.ctr = 0, a plain store */
+  d_step { sb_push(SB_CTR, 0) };
+dead:
+  skip
+}
+
+/* The remote reader's CPU drains its store buffer, one store at a time. */
+active proctype StoreBuffer() {
+  end:
+  do
+  :: atomic { sb_len > 0 -> sb_commit() }
+  od
+}
+#endif
