@@ -152,9 +152,20 @@ byte sb_len;            /* the remote reader's store buffer, oldest first */
 byte sb_var[3];
 byte sb_val[3];
 
+#ifdef REMOTE_SC
+/* The control: a sequentially consistent reader, its stores visible at
+ * once (the buffer stays empty). */
+inline sb_push(var, val) {
+  if
+  :: var == SB_CTR -> slot_ctr = val
+  :: else -> in_use = val
+  fi
+}
+#else
 inline sb_push(var, val) {
   sb_var[sb_len] = var; sb_val[sb_len] = val; sb_len++
 }
+#endif
 /* The oldest buffered store reaches memory. */
 inline sb_commit() {
   if
@@ -295,7 +306,9 @@ inline reg_wait() {
   od
 }
 inline reg_synchronize() {
-#ifndef REGISTRY_SKIPPED
+#ifdef REGISTRY_SKIPPED
+  skip  /* liburcu's grace period only */
+#else
   atomic { !reg_mutex -> reg_mutex = true };
   if
   :: in_use == 0 -> skip  /* zero-cost: nobody registered */
