@@ -25,6 +25,21 @@
  *   RefReader  cache/read_loop.cc get_page() + slow_page(): lookup, try_get,
  *              re-lookup (put inside the section if the page went), copy
  *              outside the section, put; its last put frees on its own slot.
+ *   RemoteReader  (REMOTE_READER) a thread of another process reading the
+ *              shared cache (client-design.md §3; the code is being written:
+ *              remote_rcu::read_lock()/read_unlock() over a slot of
+ *              alloc/reader_registry.h ReaderRegistry): registration (CAS a
+ *              free slot's owner 0 -> id, fence, in_use++), slot.ctr =
+ *              gp_ctr with no fence, lookup and copy as Reader, slot.ctr = 0;
+ *              or killed inside the section.  x86-TSO: its stores go through
+ *              a store buffer.
+ *   StoreBuffer   (REMOTE_READER) the remote reader's CPU draining that
+ *              buffer.  The writer's side of the registry is
+ *              ReaderRegistry::synchronize() (alloc/reader_registry.cc),
+ *              run by Driver and Expedite inside rcu::synchronize() after
+ *              liburcu's grace period: fence, zero-cost test, membarrier,
+ *              two phase flips each followed by a wait, and the reclaim of
+ *              a dead owner's slot (reg_synchronize(), reg_wait()).
  * PagePool::Impl::free() is the inline pool_free(), cut_locked() is cut(),
  * batch_ready_locked() is batch_ready(), GracePeriods (alloc/grace_period.h)
  * is gp_synchronize()/take_cookie(), rcu::synchronize() is rcu_synchronize().
@@ -54,8 +69,34 @@
  *                        than the number its begin() returned (a counter-
  *                        example needs THREE_PAGES: two grace periods at
  *                        once, the driver's and the expedite worker's).
+ * Readers in other processes (see "readers in other processes" below):
+ *   REMOTE_READER        adds RemoteReader and StoreBuffer, and the
+ *                        registry's grace period to rcu::synchronize().
+ *                        Run with NO_REF_READER and NO_READER (the other
+ *                        readers only delay grace periods; with them the
+ *                        state space is 17x and 300x larger).
+ *   REMOTE_SC            (control) the remote reader's stores are visible
+ *                        at once: sequential consistency, no store buffer.
+ *   REGISTRY_SNAPSHOT    (correct variant) the writer waits only for the
+ *                        slots active in a snapshot taken after the
+ *                        membarrier, before the first flip.
+ *   NO_RECLAIM           (control) a dead owner's slot is never reclaimed:
+ *                        the "blocked by a dead reader" check must fail.
+ * Mutants of the registry, each must give a counterexample to the property:
+ *   REGISTRY_SKIPPED     rcu::synchronize() does not wait for the registry.
+ *   REGISTRY_BEFORE_FLIP the writer decides whom to wait for from a snapshot
+ *                        of the active slots taken before the membarrier
+ *                        (and so before the flips).
+ *   RECLAIM_LIVE         the reclaim takes a live owner for dead.
+ *   NO_REG_FENCE         the registration's in_use++ is not ordered before
+ *                        the section's lookups (no barrier after it).
+ *   NO_MEMBARRIER        the registry's grace period issues no membarrier.
+ *   REGISTRY_ONE_FLIP    one phase flip and one wait instead of two.
+ *   (NO_REG_FENCE, NO_MEMBARRIER and REGISTRY_BEFORE_FLIP need the store
+ *   buffer: with REMOTE_SC they pass.)
  * Other switches:
  *   NO_REF_READER        no RefReader process (smaller state space).
+ *   NO_READER            no Reader process (smaller state space).
  *   THREE_PAGES          three pages instead of two.
  *   ONLY_GUARANTEE       no secondary checks (see check() below).
  */
@@ -121,6 +162,83 @@ bool rd_active[NRD];  /* reader ctr & URCU_GP_CTR_NEST_MASK (no nesting here) */
 bool rd_phase[NRD];   /* reader ctr & URCU_GP_CTR_PHASE */
 #else
 byte rd_sec[NRD];     /* sections entered + left: odd = inside one */
+#endif
+
+/* ── readers in other processes (REMOTE_READER; client-design.md §3) ──
+ * The registry of reader slots in shared memory (alloc/reader_registry.h
+ * ReaderRegistry), liburcu memb's algorithm over it.  One slot and one
+ * remote reader thread (one process).  gp_ctr = GP_COUNT | phase, as
+ * liburcu's rcu_gp.ctr; a slot's ctr is 0 outside a section, else a copy of
+ * gp_ctr taken at the outermost lock (GP_COUNT is the nest count 1: the
+ * model's reader does not nest).
+ *
+ * Memory model.  The daemon side (Driver, Expedite, Remover) is sequentially
+ * consistent, as everywhere in this model (its fences are no-ops here).  The
+ * remote reader is x86-TSO: its plain stores (slot.ctr at lock and unlock)
+ * go into a FIFO store buffer (sb_*) that the StoreBuffer process drains one
+ * entry at a time, at any moment; a locked instruction (the registration's
+ * CAS and in_use++) or a fence drains it first; the writer's membarrier
+ * (GLOBAL_EXPEDITED: a full barrier on every CPU running a thread of a
+ * registered process, and a context switch is one for the others) drains it
+ * at once.  Its loads are in program order and not reordered with its later
+ * stores (TSO).  That is the "no fence on the reader" of
+ * remote_rcu::read_lock(): its store of ctr may become visible after its
+ * lookups, and only the writer's membarrier orders it.  Unlike the URCU_MEMB
+ * model of the daemon's own readers (sequentially consistent, the phase-flip
+ * race only), this makes the membarrier and the registration's barrier
+ * matter (NO_MEMBARRIER, NO_REG_FENCE; REMOTE_SC is the SC control).
+ * Weaker than TSO (a reader's loads of the page after its unlock store, as
+ * ARM allows) is not modelled: liburcu ends its grace period with a second
+ * membarrier for that (smp_mb_master() after the waits), the specification
+ * modelled here has none. */
+#ifdef REMOTE_READER
+#define GP_COUNT 1
+#define GP_PHASE 2
+#define RPID     1     /* the remote process's id (slot owner) */
+#define SB_CTR   0     /* store buffer entry: slot_ctr = val */
+#define SB_INUSE 1     /* store buffer entry: in_use = val */
+byte gp_ctr = GP_COUNT; /* ReaderRegistry's gp_ctr */
+bool reg_mutex;         /* ReaderRegistry::synchronize()'s mutex */
+byte in_use;            /* slots in use (registered) */
+byte slot_owner;        /* 0 free, else the owner's id */
+byte slot_ctr;          /* 0 outside a section, else GP_COUNT | phase */
+bool rdead;             /* the owner has died (its pidfd is readable) */
+byte sb_len;            /* the remote reader's store buffer, oldest first */
+byte sb_var[3];
+byte sb_val[3];
+
+#ifdef REMOTE_SC
+/* The control: a sequentially consistent reader, its stores visible at
+ * once (the buffer stays empty). */
+inline sb_push(var, val) {
+  if
+  :: var == SB_CTR -> slot_ctr = val
+  :: else -> in_use = val
+  fi
+}
+#else
+inline sb_push(var, val) {
+  sb_var[sb_len] = var; sb_val[sb_len] = val; sb_len++
+}
+#endif
+/* The oldest buffered store reaches memory. */
+inline sb_commit() {
+  if
+  :: sb_var[0] == SB_CTR -> slot_ctr = sb_val[0]
+  :: else -> in_use = sb_val[0]
+  fi;
+  sb_var[0] = sb_var[1]; sb_val[0] = sb_val[1];
+  sb_var[1] = sb_var[2]; sb_val[1] = sb_val[2];
+  sb_var[2] = 0; sb_val[2] = 0;
+  sb_len--
+}
+/* A full barrier on the reader's CPU: its buffer drains. */
+inline sb_drain() {
+  do
+  :: sb_len > 0 -> sb_commit()
+  :: else -> break
+  od
+}
 #endif
 
 /* ── the slot lock (SpinLock) ──
@@ -205,6 +323,82 @@ inline rcu_sync_wait() {
 }
 #endif
 
+#ifdef REMOTE_READER
+/* ── ReaderRegistry::synchronize() (alloc/reader_registry.cc) ──
+ * The registry's grace period, run by rcu::synchronize() after liburcu's:
+ * a full fence (a no-op for the sequentially consistent writer); no slot in
+ * use: done (the zero-cost path, the Dekker pairing with the registration's
+ * fence); else membarrier(GLOBAL_EXPEDITED), then flip gp_ctr's phase and
+ * wait, twice.  A wait on a slot is over when the slot is free, quiescent
+ * (ctr 0) or in a section of the current phase; while it waits on a slot
+ * whose owner is dead it reclaims the slot (ctr = 0, owner = 0, in_use--).
+ * Two flips, each followed by a wait (the older liburcu form; liburcu 0.13
+ * flips once between two waits, see rcu_synchronize()).  reg_mutex, held
+ * throughout, is an assumption of the model: two writers (the driver and
+ * the expedite worker) must not flip gp_ctr at once.  REGISTRY_ONE_FLIP
+ * shows why two: a reader that loaded gp_ctr before the first grace period's
+ * flip and stored it after that grace period's wait carries the phase that
+ * the next grace period's single flip makes "current".
+ *
+ * REGISTRY_BEFORE_FLIP: the writer reads which slots are active (ctr != 0)
+ * once, right after the zero-cost test, before the membarrier and the
+ * flips, and waits only for those.  That is the faithful form of "read
+ * before the flip": the same snapshot taken after the membarrier (still
+ * before the flip, REGISTRY_SNAPSHOT, a correct variant) is safe, since a
+ * slot idle after the membarrier can only start sections whose lookups
+ * follow the unlink; before the membarrier, a reader whose ctr store is
+ * still in its store buffer looks idle although it has found the page.
+ * With one slot the snapshot is one bit, `wset`. */
+#ifdef RECLAIM_LIVE
+#define owner_dead (slot_owner != 0)  /* the liveness test is wrong */
+#elif defined(NO_RECLAIM)
+#define owner_dead false
+#else
+#define owner_dead (slot_owner != 0 && rdead)
+#endif
+#define slot_done (slot_owner == 0 || slot_ctr == 0 || (slot_ctr & GP_PHASE) == (gp_ctr & GP_PHASE))
+/* wait_for_readers() over the registry.  Nothing can move while a writer
+ * waits only if the slot's owner is dead and not reclaimed (NO_RECLAIM): the
+ * grace period would never end. */
+inline reg_wait() {
+  do
+  :: !wset || slot_done -> break
+  :: atomic { owner_dead -> slot_ctr = 0; slot_owner = 0; in_use-- }
+  :: timeout -> check(!rdead)
+  od
+}
+inline reg_synchronize() {
+#ifdef REGISTRY_SKIPPED
+  skip  /* liburcu's grace period only */
+#else
+  atomic { !reg_mutex -> reg_mutex = true };
+  if
+  :: in_use == 0 -> skip  /* zero-cost: nobody registered */
+  :: else ->
+#ifdef REGISTRY_BEFORE_FLIP
+     wset = (slot_ctr != 0);
+#endif
+#ifndef NO_MEMBARRIER
+     d_step { sb_drain() };  /* membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) */
+#endif
+#if defined(REGISTRY_SNAPSHOT)
+     wset = (slot_ctr != 0);
+#elif !defined(REGISTRY_BEFORE_FLIP)
+     wset = true;  /* every slot is looked at */
+#endif
+     gp_ctr = gp_ctr ^ GP_PHASE;
+     reg_wait();
+#ifndef REGISTRY_ONE_FLIP
+     gp_ctr = gp_ctr ^ GP_PHASE;
+     reg_wait();
+#endif
+     wset = false
+  fi;
+  reg_mutex = false
+#endif
+}
+#endif
+
 /* ── GracePeriods (alloc/grace_period.h, grace_period.cc) ── */
 /* cookie(): started.fetch_add(0) + 1 */
 #ifdef COOKIE_OFF_BY_ONE
@@ -229,6 +423,15 @@ inline gp_synchronize() {
 #ifdef URCU_MEMB
   atomic { gp_begin() };
   rcu_synchronize();
+#ifdef REMOTE_READER
+  reg_synchronize();
+#endif
+  atomic { gp_end() }
+#elif defined(REMOTE_READER)
+  /* rcu::synchronize(): liburcu's grace period, then the registry's */
+  atomic { gp_begin(); rcu_sync_start() };
+  atomic { rcu_sync_wait() };
+  reg_synchronize();
   atomic { gp_end() }
 #else
   atomic { gp_begin(); rcu_sync_start() };
@@ -399,6 +602,9 @@ active proctype Remover() {
 
 active proctype Driver() {
   byte ready, ck, j, sn, gi;
+#ifdef REMOTE_READER
+  bool wset;
+#endif
 #ifdef URCU_MEMB
   bool cur[NRD];
 #else
@@ -418,6 +624,9 @@ active proctype Driver() {
 
 active proctype Expedite() {
   byte s, list, ready, ck, j, sn, gi;
+#ifdef REMOTE_READER
+  bool wset;
+#endif
 #ifdef URCU_MEMB
   bool cur[NRD];
 #else
@@ -460,7 +669,11 @@ active proctype Expedite() {
 }
 
 /* fast_locked(): pages from a nondeterministic start, no reference. */
+#ifdef NO_READER
+proctype Reader() {
+#else
 active proctype Reader() {
+#endif
   byte i, found, seen;  /* seen: the pages this section found */
 #ifdef URCU_MEMB
   bool rtmp;
@@ -563,3 +776,67 @@ active proctype RefReader() {
 out:
   skip
 }
+
+#ifdef REMOTE_READER
+/* A client thread's fast read (libnorefs_client, the same fast path as
+ * Reader) inside remote_rcu::read_lock()/read_unlock(), on its first read:
+ * registration, then one section.  It may be killed inside the section: it
+ * stops for good without unlocking (rdead, once its store buffer has
+ * drained: the kernel's exit path is serializing). */
+active proctype RemoteReader() {
+  byte i, found, seen, v;
+  if
+  :: i = 0
+  :: i = 1
+#ifdef THREE_PAGES
+  :: i = 2
+#endif
+  fi;
+  /* remote_rcu register: CAS a free slot's owner 0 -> id (a locked
+   * instruction: the buffer is empty), a seq_cst fence (a no-op: the CAS
+   * drained the buffer), in_use++ (a locked RMW, which drains it again).
+   * The Dekker pairing with the writer's fence + zero-cost test is in_use++
+   * against the section's lookups: on TSO the lock prefix orders them; the
+   * fence between the CAS and in_use++ does not (doubtful on weaker memory:
+   * there the fence belongs after in_use++).  NO_REG_FENCE: nothing orders
+   * the in_use store before the lookups (a plain increment, no barrier
+   * after it).  The process's membarrier registration
+   * (MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, at the client's start) is
+   * assumed. */
+  atomic { slot_owner == 0 -> slot_owner = RPID };
+#ifdef NO_REG_FENCE
+  d_step { v = in_use + 1; sb_push(SB_INUSE, v); v = 0 };
+#else
+  in_use++;
+#endif
+  /* remote_rcu::read_lock(): slot.ctr = gp_ctr, a load, then a plain store
+   * into the store buffer (no fence) */
+  v = gp_ctr;
+  d_step { sb_push(SB_CTR, v); v = 0 };
+  do
+  :: i < NP ->
+     if
+     :: in_index[i] -> found = i; seen = seen | BIT(i)
+     :: else -> break  /* Stop::missing */
+     fi;
+     assert(!poisoned[found]);
+     assert(!poisoned[found]);
+     i++
+  :: i >= NP -> break
+  :: atomic { sb_len == 0 -> rdead = true }; goto dead  /* kill -9 */
+  od;
+  assert(!reused(seen));
+  /* remote_rcu::read_unlock(): slot.ctr = 0, a plain store */
+  d_step { sb_push(SB_CTR, 0) };
+dead:
+  skip
+}
+
+/* The remote reader's CPU drains its store buffer, one store at a time. */
+active proctype StoreBuffer() {
+  end:
+  do
+  :: atomic { sb_len > 0 -> sb_commit() }
+  od
+}
+#endif
