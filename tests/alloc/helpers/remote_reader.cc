@@ -21,14 +21,16 @@
 //   exec attach|noattach             execs itself (prints "ready" again)
 //   sig           -> "sig IN_HANDLER IN_AFTER"  raise() a signal whose
 //                    handler reads
-//   storm N       -> "storm BAD HANDLED MISMATCH"  N nested sections while
-//                    another thread signals this one; BAD: nesting seen
+//   storm N       -> "storm BAD HANDLED MISMATCH"  N nested sections (and
+//                    until 1000 signals were handled) while another
+//                    thread signals this one; BAD: nesting seen
 //                    wrong, MISMATCH: slot word != thread-local count after
 //   exit          -> exit(0)
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -158,7 +160,12 @@ int main(int argc, char** argv) {
         }
       });
       long bad = 0;
-      for (long i = 0; i < n; i++) {
+      // At least n iterations and 1000 signals handled (the signaller may
+      // start late), at most 5 s.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      for (long i = 0; (i < n || g_handled.load(std::memory_order_relaxed) < 1000) &&
+                       std::chrono::steady_clock::now() < deadline;
+           i++) {
         rr::read_lock();
         rr::read_lock();
         if (!rr::in_read_section()) bad++;
