@@ -3,6 +3,11 @@
 
 #include <urcu/call-rcu.h>
 
+#include <atomic>
+#include <type_traits>
+
+#include "alloc/reader_registry.h"
+
 namespace norefs::alloc::rcu {
 namespace detail {
 
@@ -36,8 +41,41 @@ void register_slow() {
 
 }  // namespace detail
 
+namespace {
+
+// The registry that covers other processes' readers, or nullptr.  A reader
+// in another process can only reach what it finds after the registry exists
+// (it attaches to the registry's fd first).  The seq_cst fence orders the
+// caller's unlink before this load; process_registry() publishes with a
+// seq_cst store.  So if the load misses a registry created concurrently,
+// that store, and every reader registering after it, follows the fence, and
+// the reader's registration fence makes it see the unlink.
+ReaderRegistry* registry() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return process_registry_if_created();
+}
+
+static_assert(std::is_standard_layout_v<Head>, "urcu is at the Head's address");
+
+// What liburcu runs for every call(): the registry's grace period (shared by
+// the batch: most callbacks find their cookie polled), then the caller's.
+void run_callback(rcu_head* urcu) {
+  Head* head = reinterpret_cast<Head*>(urcu);  // urcu is Head's first member
+#ifdef NOREFS_TSAN
+  __tsan_acquire(head);  // pairs with the release in call(): func and the cookie
+#endif
+  if (head->registry_cookie != 0) {
+    // Non-null: a cookie was taken from it, and it is never destroyed.
+    process_registry_if_created()->synchronize_for(head->registry_cookie);
+  }
+  head->func(head);
+}
+
+}  // namespace
+
 void synchronize() {
   urcu_memb_synchronize_rcu();
+  if (ReaderRegistry* r = registry()) r->synchronize();
 #ifdef NOREFS_TSAN
   __tsan_acquire(&detail::tsan_gp_sync);
 #endif
@@ -45,10 +83,15 @@ void synchronize() {
 
 void call(Head* head, void (*func)(Head*)) {
   register_thread();
+  head->func = func;
+  // The cookie after the caller's unlink (the fence in registry()): the
+  // registry grace period it waits for began after the unlink.
+  ReaderRegistry* r = registry();
+  head->registry_cookie = r != nullptr ? r->cookie() : 0;
 #ifdef NOREFS_TSAN
-  __tsan_release(head);  // pairs with the acquire in callback_begins()
+  __tsan_release(head);  // pairs with the acquires in run_callback() and callback_begins()
 #endif
-  urcu_memb_call_rcu(head, func);
+  urcu_memb_call_rcu(&head->urcu, run_callback);
 }
 
 void barrier() {

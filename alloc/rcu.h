@@ -9,6 +9,10 @@
 // read(/dev/fuse) can never stall a grace period; unlike mb its read side has
 // no fence; unlike signal it has no EINTR hazards (and survives 0.15).
 //
+// Grace periods cover readers in other processes too: synchronize() and
+// call() also wait for the process's ReaderRegistry, if one was created
+// (alloc/reader_registry.h: the daemon's; none costs one load).
+//
 // Rules (liburcu README, "Interaction with mutexes"):
 //  - a read-side section holds no lock that is held across synchronize(),
 //    never blocks and never calls synchronize() (memb self-deadlocks);
@@ -22,6 +26,8 @@
 #define _LGPL_SOURCE  // inline the read side; this project is LGPL-2.1-or-later
 #endif
 #include <urcu/urcu-memb.h>
+
+#include <cstdint>
 
 #if defined(__SANITIZE_THREAD__)
 #define NOREFS_TSAN 1
@@ -81,15 +87,24 @@ class ReadGuard {
   ReadGuard& operator=(const ReadGuard&) = delete;
 };
 
-// Waits for every read-side section that began before the call to end.
+// Waits for every read-side section that began before the call to end: this
+// process's (liburcu), then other processes' (the registry, if created).
 // Context: not inside a read-side section; holding no lock a reader takes.
-// Concurrent callers share grace periods (liburcu's leader/follower batching).
+// Concurrent callers share grace periods (liburcu's leader/follower batching,
+// the registry's cookies).
 void synchronize();
 
-// call_rcu: `head->func(head)` runs on liburcu's call_rcu worker after a grace
-// period.  The calling thread is registered first.  Used by the page index to
-// retire its nodes (cache/page_index.h); pages never go this way (page_pool.h).
-using Head = rcu_head;
+// call_rcu: `func(head)` runs on liburcu's call_rcu worker after a grace
+// period of liburcu and one of the registry (a registry cookie taken here;
+// one registry grace period serves every callback queued before it began).
+// The calling thread is registered first.  Used by the page index to retire
+// its nodes (cache/page_index.h); pages never go this way (page_pool.h).
+// A Head is embedded in the object; the callback gets the same address.
+struct Head {
+  rcu_head urcu;  // first: liburcu's callback gets &urcu, which is the Head
+  void (*func)(Head*) = nullptr;
+  std::uint64_t registry_cookie = 0;  // 0: no registry when call() ran
+};
 void call(Head* head, void (*func)(Head*));
 // Waits until every callback queued by call() before this point has run.
 // Context: not inside a read-side section, not from a callback.
