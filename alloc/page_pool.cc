@@ -54,6 +54,7 @@
 #include "alloc/die.h"
 #include "alloc/grace_period.h"
 #include "alloc/page_list.h"
+#include "alloc/reader_registry.h"
 #include "alloc/thread_slots.h"
 
 namespace norefs::alloc {
@@ -177,6 +178,9 @@ struct PagePool::Impl {
   void sweep(bool all);
   void update_peak();
   void refresh_arena_stats();
+  // Makes this pool's stats block the process registry's sink if the
+  // registry exists and has none (alloc/reader_registry.h).  Driver only.
+  void claim_registry_sink();
 
   void queue_expedite(Slot* s);
   void expedite_main();
@@ -269,6 +273,11 @@ PagePool::Impl::~Impl() {
   }
   wake_cv.notify_one();
   driver.join();
+  // No grace period writes our block once this returns.
+  if (ReaderRegistry* r = process_registry_if_created();
+      r && r->stats_sink() == &stats.header().remote) {
+    r->set_stats_sink(nullptr);
+  }
 
   std::size_t n = registry.used();
   // Everything still listed was queued before this grace period began.
@@ -477,9 +486,15 @@ void PagePool::Impl::tick_decay() {
   arena.decay();
 }
 
+void PagePool::Impl::claim_registry_sink() {
+  ReaderRegistry* r = process_registry_if_created();
+  if (r && !r->stats_sink()) r->set_stats_sink(&stats.header().remote);
+}
+
 void PagePool::Impl::driver_main() {
   const auto idle_tick = std::chrono::milliseconds(10);
   while (!stop.load(std::memory_order_relaxed)) {
+    claim_registry_sink();
     std::uint64_t now = monotonic_ms();
     if (now >= sweep_epoch_due_ms) {
       sweep_epoch_due_ms = now + kSweepEpochMs;

@@ -462,7 +462,10 @@ void ReaderRegistry::run_grace_period() {
   // acquire.  So 0 means no reader can hold a reference: return with no
   // system call.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (h_->slots_in_use.load(std::memory_order_acquire) == 0) return;
+  if (h_->slots_in_use.load(std::memory_order_acquire) == 0) {
+    publish();  // the last reader may just have left
+    return;
+  }
   if (ignore_readers_.load(std::memory_order_relaxed)) return;  // test control only
   std::uint64_t start = now_ns();
   if (start - last_sweep_ns_ >= kSweepEveryNs || last_sweep_ns_ == 0) {
@@ -491,6 +494,7 @@ void ReaderRegistry::run_grace_period() {
   if (saw_reader) waited_.fetch_add(1, std::memory_order_relaxed);
   blocking_pid_.store(0, std::memory_order_relaxed);
   blocking_ms_.store(0, std::memory_order_relaxed);
+  publish();
 }
 
 // liburcu's wait_for_readers() with the whole registry as input each time
@@ -537,6 +541,7 @@ void ReaderRegistry::wait_for_readers(std::uint64_t gp_start_ns, bool* saw_reade
                           std::memory_order_relaxed);
       blocking_ms_.store((now - gp_start_ns) / 1'000'000, std::memory_order_relaxed);
     }
+    if (polls >= kActivePolls) publish();  // waiting: say who holds it, live
     if (now >= next_check) {
       check_blockers(now);
       next_check = now + kRecheckNs;
@@ -580,6 +585,28 @@ ReaderRegistryStats ReaderRegistry::stats() const {
   s.blocking_ms = blocking_ms_.load(std::memory_order_relaxed);
   s.membarriers = membarriers_.load(std::memory_order_relaxed);
   return s;
+}
+
+void ReaderRegistry::set_stats_sink(RemoteReaderCounters* sink) {
+  std::lock_guard<std::mutex> lock(gp_mu_);
+  sink_.store(sink, std::memory_order_release);
+  publish();
+}
+
+void ReaderRegistry::publish() {
+  RemoteReaderCounters* c = sink_.load(std::memory_order_relaxed);  // written under gp_mu_, held
+  if (!c) return;
+  const ReaderRegistryStats s = stats();
+  // Single writer (gp_mu_): counter_block.h's relaxed stores.
+  auto put = [](Counter& k, std::uint64_t v) { k.store(v, std::memory_order_relaxed); };
+  put(c->slots_in_use, s.slots_in_use);
+  put(c->slots_peak, s.slots_peak);
+  put(c->grace_periods, s.grace_periods);
+  put(c->waited, s.waited);
+  put(c->reclaimed_dead, s.reclaimed_dead);
+  put(c->blocking_pid, static_cast<std::uint64_t>(s.blocking_pid));
+  put(c->blocking_ms, s.blocking_ms);
+  put(c->membarriers, s.membarriers);
 }
 
 ReaderRegistry& process_registry() {

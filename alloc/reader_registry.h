@@ -118,6 +118,8 @@
 #include <mutex>
 #include <vector>
 
+#include "alloc/stats_block.h"
+
 #if defined(__SANITIZE_THREAD__)
 #define NOREFS_REGISTRY_TSAN 1
 #elif defined(__has_feature)
@@ -246,6 +248,14 @@ class ReaderRegistry {
 
   ReaderRegistryStats stats() const;
 
+  // Where stats() is published as grace periods run, live while one waits
+  // (a PagePool's stats block: norefsctl reads it from another process).
+  // nullptr: nowhere.  Takes gp_mu_, so it waits for a running grace
+  // period: after it returns, the old sink is never written again.
+  // Context: not from a grace period.
+  void set_stats_sink(RemoteReaderCounters* sink);
+  RemoteReaderCounters* stats_sink() const { return sink_.load(std::memory_order_acquire); }
+
 #ifdef NOREFS_SYNC_POINTS
   // Test control only: synchronize() returns without waiting for readers,
   // so that a cross-process checker can prove it finds the bad reads.
@@ -280,6 +290,10 @@ class ReaderRegistry {
   std::atomic<std::int64_t> blocking_pid_{0};
   std::atomic<std::uint64_t> blocking_ms_{0};
   std::atomic<bool> ignore_readers_{false};  // debug_ignore_readers()
+  // set_stats_sink(); written under gp_mu_, read by the grace period that
+  // holds it (relaxed would do there) and by stats_sink() (acquire).
+  std::atomic<RemoteReaderCounters*> sink_{nullptr};
+  void publish();  // Context: gp_mu_ held.
 };
 
 // The process's registry (the daemon's): created on first call, never

@@ -72,6 +72,9 @@ Counters sum_counters(const StatsHeader& h, const SlotCounters* slots) {
   c.arena_active_bytes = rd(h.arena_active_bytes);
   c.arena_resident_bytes = rd(h.arena_resident_bytes);
   c.config = rd(h.config);
+  c.remote = {rd(h.remote.slots_in_use), rd(h.remote.slots_peak),     rd(h.remote.grace_periods),
+              rd(h.remote.waited),       rd(h.remote.reclaimed_dead), rd(h.remote.blocking_pid),
+              rd(h.remote.blocking_ms),  rd(h.remote.membarriers)};
   return c;
 }
 

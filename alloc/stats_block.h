@@ -24,7 +24,20 @@ namespace norefs::alloc {
 
 inline constexpr std::uint64_t kStatsMagic = 0x6e6f726566737374ULL;  // "norefsst"
 // 2: the common BlockHeader of counter_block.h; config bit 4 retired.
-inline constexpr std::uint64_t kStatsVersion = 2;
+// 3: the remote readers' counters.
+inline constexpr std::uint64_t kStatsVersion = 3;
+
+// The process registry's counters (ReaderRegistryStats), as published.
+struct RemoteReaderCounters {
+  Counter slots_in_use;    // registered reader threads, all processes
+  Counter slots_peak;      // the most at once
+  Counter grace_periods;   // registry grace periods run (those with readers registered)
+  Counter waited;          // grace periods that found a reader inside a section
+  Counter reclaimed_dead;  // slots taken back from dead threads and processes
+  Counter blocking_pid;    // pid holding the running grace period back >= 1 ms, else 0
+  Counter blocking_ms;     // for how long
+  Counter membarriers;     // membarrier(GLOBAL_EXPEDITED) calls
+};
 
 // One per thread slot; cache-line sized so that no two threads write one line.
 struct alignas(64) SlotCounters {
@@ -69,6 +82,13 @@ struct alignas(64) StatsHeader {
   alignas(64) Counter arena_active_bytes;
   Counter arena_resident_bytes;
   Counter arena_stats_age_ms;  // CLOCK_MONOTONIC ms of the last refresh
+
+  // Readers in other processes (alloc/reader_registry.h): published by the
+  // process registry's grace periods, live while one waits, when this pool
+  // is the registry's sink (PagePool's constructor makes it so if the
+  // registry exists).  Single writer: the thread running the registry's
+  // grace period, under its gp_mu_.
+  alignas(64) RemoteReaderCounters remote;
 };
 
 enum ConfigBits : std::uint64_t {
@@ -89,6 +109,10 @@ struct Counters {
   std::uint64_t threads = 0, slots = 0;
   std::uint64_t arena_active_bytes = 0, arena_resident_bytes = 0;
   std::uint64_t config = 0;
+  struct Remote {
+    std::uint64_t slots_in_use = 0, slots_peak = 0, grace_periods = 0, waited = 0;
+    std::uint64_t reclaimed_dead = 0, blocking_pid = 0, blocking_ms = 0, membarriers = 0;
+  } remote;
   // Pages allocated and not yet back in the arena.
   std::uint64_t live() const { return allocated - immediate - not_deferred - freed_after_gp; }
 };

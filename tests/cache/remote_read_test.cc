@@ -51,7 +51,8 @@ class RemoteReadTest : public ::testing::Test {
   }
 
   // Runs the reader for `seconds` while this process changes the files.
-  RemoteReaderOutcome run(double seconds, unsigned delay_every, unsigned delay_us) {
+  RemoteReaderOutcome run(double seconds, unsigned delay_every, unsigned delay_us,
+                          pid_t* child = nullptr) {
     int region = dup(cache_.region().fd()), registry = dup(alloc::process_registry().fd());
     std::vector<std::string> args = {
         NOREFS_HELPER_REMOTE_FAST_READER, std::to_string(region),
@@ -76,6 +77,7 @@ class RemoteReadTest : public ::testing::Test {
     pid_t pid = -1;
     EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&fa);
+    if (child) *child = pid;
     close(out[1]);
     close(region);
     close(registry);
@@ -159,6 +161,41 @@ TEST_F(RemoteReadTest, EveryByteIsRightWhileTheFilesChange) {
   EXPECT_EQ(o.bad, 0u) << o.out;
   EXPECT_GT(o.fast_reads, 100u) << "the reader hardly read through the fast path: " << o.out;
   EXPECT_GT(o.bytes, 0u) << o.out;
+  // The pool's stats block (what norefsctl reads) shows the registry's
+  // grace periods and that some waited for the reader.
+  alloc::Counters c = cache_.pool_counters();
+  EXPECT_GT(c.remote.grace_periods, 0u);
+  EXPECT_GT(c.remote.waited, 0u);
+}
+
+// A reader that stays inside its section is named, live, in the pool's
+// stats block while a grace period waits for it.
+TEST_F(RemoteReadTest, AReaderHoldingAGracePeriodIsNamedInTheStatsBlock) {
+  std::atomic<std::int64_t> seen_pid{0};
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    // Grace periods back to back while the reader runs: one of them finds
+    // it inside a 300 ms stall.
+    while (!done.load()) {
+      alloc::rcu::synchronize();
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::thread sampler([&] {
+    while (!done.load()) {
+      std::uint64_t pid = cache_.pool_counters().remote.blocking_pid;
+      if (pid) seen_pid.store(static_cast<std::int64_t>(pid));
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  pid_t child = -1;
+  RemoteReaderOutcome o = run(1.0, 1, 300000, &child);
+  done.store(true);
+  watcher.join();
+  sampler.join();
+  ASSERT_TRUE(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0) << o.out;
+  EXPECT_EQ(seen_pid.load(), child) << "no sample named the reader: " << o.out;
+  EXPECT_EQ(cache_.pool_counters().remote.blocking_pid, 0u) << "still blocked after it left";
 }
 
 #ifdef NOREFS_SYNC_POINTS

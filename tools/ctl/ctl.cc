@@ -201,6 +201,10 @@ TopRates top_rates(const TopSnapshot* prev, const TopSnapshot& now) {
   r.limit_pages = c.limit_pages;
   r.waiting = now.alloc.waiting;
   r.peak_waiting = now.alloc.peak_waiting;
+  r.remote_readers = now.alloc.remote.slots_in_use;
+  r.remote_blocking_pid = now.alloc.remote.blocking_pid;
+  r.remote_blocking_ms = now.alloc.remote.blocking_ms;
+  r.remote_reclaimed = now.alloc.remote.reclaimed_dead;
   r.batch = c.batch;
   r.read_path = c.read_path <= static_cast<std::uint64_t>(cache::ReadPath::stackcopy)
                     ? std::string(cache::read_path_name(static_cast<cache::ReadPath>(c.read_path)))
@@ -285,6 +289,16 @@ std::vector<std::string> format_top(const TopRates& r, std::string_view title, s
                   " (" + fmt("%.2f MiB", mib(r.peak_waiting)) + ")");
   lines.push_back("rcu      grace periods " + rate(r.grace_periods_per_s) + "  expedites " +
                   rate(r.expedites_per_s) + "  evictions " + rate(r.evictions_per_s));
+  // Only when another process reads the cache, or did.
+  if (r.remote_readers || r.remote_reclaimed || r.remote_blocking_pid) {
+    std::string l = "remote   " + std::to_string(r.remote_readers) + " reader threads";
+    if (r.remote_blocking_pid) {
+      l += ", grace period held " + std::to_string(r.remote_blocking_ms) + " ms by pid " +
+           std::to_string(r.remote_blocking_pid);
+    }
+    if (r.remote_reclaimed) l += ", " + std::to_string(r.remote_reclaimed) + " dead reclaimed";
+    lines.push_back(l);
+  }
   lines.push_back("daemon   RSS " + (r.rss_kib
                                          ? fmt("%.1f MiB", static_cast<double>(*r.rss_kib) / 1024.0)
                                          : std::string("-")));

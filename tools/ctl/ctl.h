@@ -135,6 +135,9 @@ struct TopRates {
   // Gauges of the newer snapshot.
   std::uint64_t pages_cached = 0, active_pages = 0, limit_pages = 0;
   std::uint64_t waiting = 0, peak_waiting = 0;
+  // Readers in other processes (alloc's remote counters).
+  std::uint64_t remote_readers = 0, remote_blocking_pid = 0, remote_blocking_ms = 0;
+  std::uint64_t remote_reclaimed = 0;
   std::string read_path;
   std::uint64_t batch = 0;
   std::optional<std::uint64_t> rss_kib;

@@ -104,7 +104,7 @@ void print_stats_table(const ordered_json& j, const ordered_json* prev) {
   for (const char* section : {"alloc", "cache"}) {
     std::printf("%s:\n", section);
     for (auto& [k, v] : j[section].items()) {
-      if (k == "stops") continue;
+      if (k == "stops" || k == "remote_readers") continue;
       const ordered_json* pv = prev ? &(*prev)[section][k] : nullptr;
       std::string note;
       if (k == "hits") note = "fast_pages + slow_hits";
@@ -119,6 +119,13 @@ void print_stats_table(const ordered_json& j, const ordered_json* prev) {
       }
       line(k, v, pv, note);
     }
+  }
+  std::printf("readers in other processes:\n");
+  for (auto& [k, v] : j["alloc"]["remote_readers"].items()) {
+    const ordered_json* pv = prev ? &(*prev)["alloc"]["remote_readers"][k] : nullptr;
+    std::string note;
+    if (k == "blocking_pid") note = v.get<std::uint64_t>() ? "holds the grace period back" : "none";
+    line(k, v, pv, note);
   }
   std::printf("fast-path stops (%s in all):\n", fmt_value(j["cache"]["stops_total"]).c_str());
   for (auto& [k, v] : j["cache"]["stops"].items()) {

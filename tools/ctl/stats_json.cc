@@ -51,7 +51,16 @@ nlohmann::ordered_json alloc_counters_json(const alloc::Counters& c) {
           {"arena_active_bytes", c.arena_active_bytes},
           {"arena_resident_bytes", c.arena_resident_bytes},
           {"config", c.config},
-          {"config_name", alloc_config_name(c.config)}};
+          {"config_name", alloc_config_name(c.config)},
+          {"remote_readers",
+           {{"slots_in_use", c.remote.slots_in_use},
+            {"slots_peak", c.remote.slots_peak},
+            {"grace_periods", c.remote.grace_periods},
+            {"waited", c.remote.waited},
+            {"reclaimed_dead", c.remote.reclaimed_dead},
+            {"blocking_pid", c.remote.blocking_pid},
+            {"blocking_ms", c.remote.blocking_ms},
+            {"membarriers", c.remote.membarriers}}}};
 }
 
 nlohmann::ordered_json cache_counters_json(const cache::CacheCounters& c) {
