@@ -236,10 +236,18 @@ bool process_dead(pid_t pid) {
   return gone(e) || (e == 0 && dead_state(st.state));
 }
 
+// The last process found mapping the registry, in one sweep: a client's
+// threads sit in neighbouring slots, and its maps are the costly read.
+struct MappedCache {
+  pid_t pid = 0;
+  std::uint64_t start = 0;
+};
+
 // Whether the owner `o` of `s` (loaded with acquire) is dead.  Unknown
 // counts as alive: reclaiming a live reader's slot would be unsafe, keeping
 // a dead one's only costs waiting.
-Verdict check_owner(const Slot& s, std::uint64_t o, dev_t dev, ino_t ino) {
+Verdict check_owner(const Slot& s, std::uint64_t o, dev_t dev, ino_t ino,
+                    MappedCache* cache = nullptr) {
   pid_t pid = owner_pid(o);
   // Busy: the other fields are being written; only the holder's pid is
   // known, and a holder that died mid-transition must not hold forever.
@@ -264,7 +272,11 @@ Verdict check_owner(const Slot& s, std::uint64_t o, dev_t dev, ino_t ino) {
   if (e == 0 && (dead_state(st.state) || st.start != thread_start)) return Verdict::dead;
   // Same process, same thread: still the image that registered?  After
   // exec the registry is no longer mapped (-errno: not ours to read; alive).
-  return maps_has(pid, dev, ino) == 0 ? Verdict::dead : Verdict::alive;
+  if (cache != nullptr && cache->pid == pid && cache->start == proc_start) return Verdict::alive;
+  int mapped = maps_has(pid, dev, ino);
+  if (mapped == 0) return Verdict::dead;
+  if (mapped == 1 && cache != nullptr) *cache = {pid, proc_start};
+  return Verdict::alive;
 }
 
 // Frees `s` held by `o`, whose holder is dead (or, for `count_dead`
@@ -291,12 +303,16 @@ bool reclaim(Header& h, Slot& s, std::uint64_t o, bool count_dead) {
 
 std::size_t reclaim_dead_slots(Header& h, Slot* slots, std::size_t capacity, dev_t dev, ino_t ino) {
   std::size_t n = 0;
+  MappedCache cache;
   std::size_t hwm = std::min<std::uint64_t>(h.slots_hwm.load(std::memory_order_relaxed), capacity);
   for (std::size_t i = 0; i < hwm; i++) {
     // Acquire pairs with the release store that published the fields.
     std::uint64_t o = slots[i].owner.load(std::memory_order_acquire);
     if (o == 0) continue;
-    if (check_owner(slots[i], o, dev, ino) == Verdict::dead && reclaim(h, slots[i], o, true)) n++;
+    if (check_owner(slots[i], o, dev, ino, &cache) == Verdict::dead &&
+        reclaim(h, slots[i], o, true)) {
+      n++;
+    }
   }
   return n;
 }
