@@ -48,10 +48,12 @@ namespace {
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 
 // Where the indexes of these tests keep their nodes: one arena for the
-// binary, as a page pool would give them.
+// binary, as a page pool would give them.  Never destroyed: nodes retired
+// by the last test may still be queued on liburcu's call_rcu worker at
+// exit, and unmapping the region under it would fault.
 alloc::SharedAlloc heap() {
-  static alloc::PageArena arena(std::size_t{1} << 30);
-  return arena.shared_alloc();
+  static alloc::PageArena* const arena = new alloc::PageArena(std::size_t{1} << 30);
+  return arena->shared_alloc();
 }
 
 // Indices at node-level boundaries and at both ends of the index space.
