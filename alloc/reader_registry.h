@@ -54,9 +54,12 @@
 // The nest count is kept in a thread_local (tls_ctr) and the slot word is
 // stored from it, as liburcu keeps it in its TLS reader.  A signal handler
 // that reads runs a balanced lock/unlock on the same thread: whatever
-// instruction it interrupts, it leaves tls_ctr and the slot as it found them
-// (or, between the outer store of tls_ctr and of the slot, the outer store
-// then writes the value the handler restored), so nesting stays right.
+// instruction it interrupts, it leaves the nest count of tls_ctr and of the
+// slot as it found them, and the outer code's next store writes the value
+// it computed, so nesting stays right.  (One harmless difference: a handler
+// that runs between the outermost unlock's store of tls_ctr and its store
+// of the slot leaves tls_ctr with the phase it read; both words are
+// inactive, and the next outermost lock reads gp_ctr afresh.)
 //
 // Writer (ReaderRegistry::synchronize, liburcu's synchronize_rcu):
 //   seq_cst fence; slots_in_use == 0 -> done (see the .cc for the Dekker
