@@ -604,8 +604,9 @@ bool PagePool::Impl::drain_for(unsigned ms) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     sweep(true);
-    if (waiting() == 0) break;
-    if (monotonic_us() >= deadline) return false;
+    // Grace periods complete: the caller re-checks what it needs (frees of
+    // other threads may keep `waiting` above 0 however long we wait).
+    if (waiting() == 0 || monotonic_us() >= deadline) break;
     std::this_thread::yield();
   }
   return true;

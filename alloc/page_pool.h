@@ -160,7 +160,9 @@ class PagePool {
   // Waits until every page freed before the call has reached the arena.
   // Context: not inside a read-side section.
   void drain();
-  // The same, for at most `ms` milliseconds; true if everything came back.
+  // The same, for about `ms` milliseconds: returns true when everything
+  // came back or grace periods kept completing until then (the caller
+  // re-checks what it needs), false if one did not complete within `ms`.
   // The grace periods run on the driver, at once (no gp_interval_us
   // pacing), so a grace period that cannot end — a reader in another
   // process stopped inside its section (alloc/reader_registry.h) — keeps

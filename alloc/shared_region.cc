@@ -16,8 +16,8 @@
 namespace norefs::alloc {
 namespace {
 
-constexpr std::size_t kGranule = std::size_t{2}
-                                 << 20;  // 2 MiB: what jemalloc aligns huge extents to
+// 2 MiB: what jemalloc aligns huge extents to.
+constexpr std::size_t kGranule = std::size_t{2} << 20;
 constexpr std::size_t kHeaderBytes = 4096;
 
 [[noreturn]] void fail(const std::string& what) {
