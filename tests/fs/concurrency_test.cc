@@ -51,12 +51,6 @@ class ConcurrencyStress : public MountTest, public ::testing::WithParamInterface
   MountConfig config() const override { return {{std::string("read_path=") + GetParam()}, {}}; }
 };
 
-std::string path_name(const ::testing::TestParamInfo<const char*>& info) {
-  std::string s = info.param;
-  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
-
 // The first failure a thread saw (threads stop at their first).
 struct Failures {
   std::mutex mu;

@@ -24,8 +24,6 @@ namespace {
 using cache::CacheCounters;
 using cache::Ctr;
 
-constexpr std::size_t kMiB = 1 << 20;
-
 norefs_info get_info(int fd) {
   norefs_info info{};
   must(::ioctl(fd, NOREFS_IOC_INFO, &info), "ioctl(NOREFS_IOC_INFO)");

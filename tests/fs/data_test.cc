@@ -23,7 +23,6 @@ namespace norefs::fs::test {
 namespace {
 
 constexpr std::size_t kRa = 128 * 1024;  // the default readahead window
-constexpr std::size_t kMiB = 1 << 20;
 
 const std::vector<std::size_t> kSizes{1,       kPage - 1, kPage,   kPage + 1,
                                       kRa - 1, kRa,       kRa + 1, kMiB + 1};
@@ -33,12 +32,6 @@ class DataTest : public MountTest, public ::testing::WithParamInterface<const ch
  protected:
   MountConfig config() const override { return {{std::string("read_path=") + GetParam()}, {}}; }
 };
-
-std::string path_name(const ::testing::TestParamInfo<const char*>& info) {
-  std::string s = info.param;
-  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
 
 TEST_P(DataTest, WriteReadRoundTripsAtEverySizeAndOffset) {
   std::string model = random_bytes(2 * kMiB + 3, 100);

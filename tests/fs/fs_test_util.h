@@ -33,6 +33,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -63,6 +64,7 @@ inline constexpr int kSlow = 1;
 #endif
 
 inline constexpr std::size_t kPage = 4096;
+inline constexpr std::size_t kMiB = std::size_t{1} << 20;
 inline constexpr const char* kTreePrefix = "/tmp/norefs-it-";
 
 // The daemon under test (NOREFS_DAEMON), or "" if it was not built.
@@ -291,5 +293,13 @@ class MountTest : public ::testing::Test {
   do {                                                                                      \
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (runs as uid " << ::geteuid() << ")"; \
   } while (0)
+
+// The name of a case parameterised by read path ("ref_fetchadd" and the
+// like): the path with every character that is not alphanumeric as _.
+inline std::string path_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string s = info.param;
+  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
 
 }  // namespace norefs::fs::test
