@@ -6,7 +6,8 @@ set -euo pipefail
 # spin: the model check of the deferral ordering (tests/model).
 # clang-format, clang-tidy: tools/test.sh's style checks (tools/tidy.sh).
 # liburing-dev: FUSE over io_uring (fs/fuse_uring.h).
-pkgs=(g++ cmake make pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
+# ninja-build: tools/build.sh's generator (make if it is missing).
+pkgs=(g++ cmake make ninja-build pkg-config liburcu-dev libjemalloc-dev libfuse3-dev fuse3 libgtest-dev
       liburing-dev fio jq nlohmann-json3-dev libcli11-dev spin tmux clang-format clang-tidy)
 # The package and its tests (packaging/, tests/packaging): dpkg-shlibdeps for
 # the Depends, rst2man for the man pages, lintian, systemd-analyze.  Without
