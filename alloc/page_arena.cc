@@ -80,7 +80,10 @@ PageArena::PageArena(std::size_t region_bytes)
   hooks_->region = &region_;
   extent_hooks_t* h = &hooks_->hooks;
   std::size_t sz = sizeof(index_);
-  NOREFS_MALLCTL("arenas.create", &index_, &sz, &h, sizeof(h));
+  // The new value is the pointer h itself (arenas.create takes an
+  // extent_hooks_t*), so its length is the pointer's.
+  NOREFS_MALLCTL("arenas.create", &index_, &sz, &h,
+                 sizeof(h));  // NOLINT(bugprone-sizeof-expression)
 }
 
 void* SharedAlloc::alloc(std::size_t size, std::size_t align) const {

@@ -35,6 +35,8 @@ void* map_in_band(int fd, std::size_t bytes) {
     const std::size_t slots = span / bytes;
     std::size_t first = std::random_device{}() % slots;
     for (std::size_t i = 0; i < slots; i++) {
+      // An address for mmap() to map at, not a pointer to an object.
+      // NOLINTNEXTLINE(performance-no-int-to-ptr)
       auto* want = reinterpret_cast<void*>(SharedRegion::kBandLow + ((first + i) % slots) * bytes);
       void* p = mmap(want, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
       if (p == want) return p;
@@ -109,6 +111,8 @@ std::byte* SharedRegion::map_view(int fd) {
     errno = EINVAL;
     return nullptr;
   }
+  // The creator's address, for mmap() to map at (not a pointer to an object).
+  // NOLINTNEXTLINE(performance-no-int-to-ptr)
   auto* want = reinterpret_cast<void*>(static_cast<std::uintptr_t>(h.base));
   void* p = mmap(want, h.bytes, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
   if (p == MAP_FAILED) return nullptr;

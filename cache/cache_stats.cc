@@ -15,9 +15,8 @@ constexpr std::string_view kCounterNames[static_cast<std::size_t>(Ctr::stop0)] =
     "reads",          "bytes",           "fast_pages",     "fast_reads",      "slow_hits",
     "misses",         "waits",           "sync_readahead", "async_readahead", "readahead_pages",
     "uncached_reads", "zero_copy_reads", "evicted",        "evict_skipped",   "limit_drains",
-    "limit_blocked",
-    "io_errors",      "written_pages",   "removed_pages",  "write_alloc",     "write_fill",
-    "write_skipped",
+    "limit_blocked",  "io_errors",       "written_pages",  "removed_pages",   "write_alloc",
+    "write_fill",     "write_skipped",
 };
 
 }  // namespace

@@ -34,8 +34,8 @@ class Reclaim {
  public:
   // `limit_pages`: the hard bound of PageCacheConfig (0: none);
   // `limit_wait_ms`: PageCacheConfig's, how long reserve() waits for a drain.
-  Reclaim(std::size_t limit_pages, unsigned limit_wait_ms, alloc::PagePool& pool,
-          CacheStats& stats, RefMode ref_mode);
+  Reclaim(std::size_t limit_pages, unsigned limit_wait_ms, alloc::PagePool& pool, CacheStats& stats,
+          RefMode ref_mode);
   ~Reclaim();
   Reclaim(const Reclaim&) = delete;
   Reclaim& operator=(const Reclaim&) = delete;

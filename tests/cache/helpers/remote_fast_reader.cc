@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "../pattern.h"
 #include "alloc/reader_registry.h"
 #include "alloc/shared_region.h"
 #include "cache/cache_stats.h"
 #include "cache/fast_path.h"
+#include "pattern.h"
 
 namespace {
 
