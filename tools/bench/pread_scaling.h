@@ -51,6 +51,8 @@ std::optional<PreadVariant> parse_pread_variant(std::string_view s);
 // A temp file (FdBacking) / bytes generated in memory (GeneratedBacking).
 enum class PreadBacking { file, memory };
 std::string_view pread_backing_name(PreadBacking b);
+// "16", "4K", "1M": sizes as the table and the progress lines write them.
+std::string pread_size_name(std::size_t n);
 
 // What one row measures: the floor, or one of the cache's read paths.
 enum class PreadPath { floor, noref, ref, ref_fetchadd, stackcopy };
@@ -144,8 +146,8 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
 void aggregate_pread_rows(std::vector<PreadRow>& rows);
 std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows);
 
-// Output.  The effective configuration (one or two lines), the table, the
-// targets, and the machine-readable forms of the same rows.
+// Output (pread_scaling_report.cc, with the targets).  The effective configuration (one or two
+// lines), the table, the targets, and the machine-readable forms of the same rows.
 std::string describe_pread_config(const PreadScalingParams& p, long cpus);
 std::string format_pread_table(const PreadScalingResult& r);
 std::string format_pread_targets(const PreadScalingResult& r);
