@@ -23,8 +23,10 @@
 #include <system_error>
 #include <thread>
 
+#include "alloc/reader_registry.h"
 #include "cache/backing.h"
 #include "cache/copy.h"
+#include "tools/bench/remote_readers.h"
 #include "tools/lib/backings.h"
 #include "tools/lib/report.h"
 
@@ -176,6 +178,7 @@ ReadPath cache_path(PreadPath p) {
       return ReadPath::stackcopy;
     case PreadPath::floor:
     case PreadPath::noref:
+    case PreadPath::noref_remote:  // this process warms the cache on noref
       break;
   }
   return ReadPath::noref;
@@ -184,16 +187,109 @@ ReadPath cache_path(PreadPath p) {
 }  // namespace
 
 std::string_view pread_path_name(PreadPath p) {
-  return p == PreadPath::floor ? "floor" : cache::read_path_name(cache_path(p));
+  if (p == PreadPath::floor) return "floor";
+  if (p == PreadPath::noref_remote) return "noref-remote";
+  return cache::read_path_name(cache_path(p));
 }
 
 std::optional<PreadPath> parse_pread_path(std::string_view s) {
-  for (auto p : {PreadPath::floor, PreadPath::noref, PreadPath::ref, PreadPath::ref_fetchadd,
-                 PreadPath::stackcopy}) {
+  for (auto p : {PreadPath::floor, PreadPath::noref, PreadPath::noref_remote, PreadPath::ref,
+                 PreadPath::ref_fetchadd, PreadPath::stackcopy}) {
     if (s == pread_path_name(p)) return p;
   }
   return std::nullopt;
 }
+
+namespace {
+
+// reads/s, ns/read and the CPU figures of m from its reads and seconds;
+// cpu_seconds < 0: unknown.
+void compute_rates(PreadMeasurement& m, unsigned threads, double cpu_seconds) {
+  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
+  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
+                          : std::numeric_limits<double>::infinity();
+  if (cpu_seconds >= 0) {
+    m.cpu_seconds = cpu_seconds;
+    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
+    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
+                                : std::numeric_limits<double>::infinity();
+  }
+}
+
+// noref-remote's timed part: `procs` reader processes (tools/bench/
+// remote_readers.h), one thread each, pinned as the threads are, each
+// reading `size` bytes at 0 of its file's SharedFile through the one fast
+// path under remote_rcu::ReadGuard and counting in its own memory and its
+// own CacheStats slot.  The files are the ones this process warmed; their
+// handles stay open in the caller for the whole time ("no handle, no
+// reader": cache/shared_file.h).  The processes start reading as soon as
+// they are up; counting starts when every one of them has read ("ready")
+// and `settle` has passed, as for the threads.
+void time_remote(const PreadScalingParams& p, PageCache& cache,
+                 const std::vector<std::shared_ptr<cache::CachedFile>>& files, unsigned procs,
+                 std::size_t size, PreadMeasurement& m) {
+  const std::string program = p.remote_reader.empty() ? default_remote_reader() : p.remote_reader;
+  alloc::ReaderRegistry& registry = alloc::process_registry();
+  std::vector<int> cpus = p.pin ? allowed_cpus() : std::vector<int>{};
+  std::vector<RemoteReader> readers;
+  readers.reserve(procs);
+  for (unsigned t = 0; t < procs; t++) {
+    const cache::SharedFile& f = PageCache::shared_file(*files[t % files.size()]);
+    readers.push_back(RemoteReader::fast_reader(program, cache.region().fd(), registry.fd(), &f,
+                                                size, p.batch,
+                                                cpus.empty() ? -1 : cpus[t % cpus.size()]));
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.settle));
+  // Every process is asked first and answers after, so that the snapshots
+  // lie microseconds apart; the time is the middle of the exchange.
+  using Clock = std::chrono::steady_clock;
+  auto snapshot = [&](std::vector<RemoteReadSnapshot>& out) {
+    Clock::time_point a = Clock::now();
+    for (auto& r : readers) r.send('s');
+    out.clear();
+    for (auto& r : readers) out.push_back(r.read_snapshot());
+    Clock::time_point b = Clock::now();
+    return a + (b - a) / 2;
+  };
+  std::vector<RemoteReadSnapshot> s0, s1;
+  CacheCounters c0 = cache.counters();
+  Clock::time_point t0 = snapshot(s0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
+  Clock::time_point t1 = snapshot(s1);
+  CacheCounters c1 = cache.counters();
+  for (auto& r : readers) r.finish();
+
+  m.seconds = std::chrono::duration<double>(t1 - t0).count();
+  m.thread_reads_min = std::numeric_limits<std::uint64_t>::max();
+  double cpu = 0;
+  std::uint64_t short_reads = 0;
+  for (unsigned t = 0; t < procs; t++) {
+    std::uint64_t n = s1[t].reads - s0[t].reads;
+    m.reads += n;
+    m.thread_reads_min = std::min(m.thread_reads_min, n);
+    m.thread_reads_max = std::max(m.thread_reads_max, n);
+    if (cpu >= 0 && s0[t].cpu_ns >= 0 && s1[t].cpu_ns >= 0) {
+      cpu += static_cast<double>(s1[t].cpu_ns - s0[t].cpu_ns) * 1e-9;
+    } else {
+      cpu = -1;
+    }
+    // The readers' own counters; this process's cache counts what it read
+    // meanwhile (nothing: its handles only stay open).
+    m.cache_reads += s1[t].cache_reads - s0[t].cache_reads;
+    m.fast_reads += s1[t].fast_reads - s0[t].fast_reads;
+    for (std::size_t s = 0; s < kStops; s++) m.stops[s] += s1[t].stops[s] - s0[t].stops[s];
+    short_reads += s1[t].short_reads - s0[t].short_reads;
+  }
+  compute_rates(m, procs, cpu);
+  m.cache_reads += delta(c0, c1, Ctr::reads);
+  m.fast_reads += delta(c0, c1, Ctr::fast_reads);
+  m.slow_hits = delta(c0, c1, Ctr::slow_hits);
+  m.misses = delta(c0, c1, Ctr::misses);
+  m.waits = delta(c0, c1, Ctr::waits);
+  m.short_reads = short_reads;
+}
+
+}  // namespace
 
 PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
                                unsigned threads, PreadPath path) {
@@ -261,6 +357,13 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
         break;
       }
     }
+  }
+
+  if (path == PreadPath::noref_remote) {
+    time_remote(p, cache, files, threads, size, m);
+    handles.clear();
+    files.clear();
+    return m;
   }
 
   std::vector<ThreadCounter> counters(threads);
@@ -360,15 +463,7 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
     m.thread_reads_min = std::min(m.thread_reads_min, n);
     m.thread_reads_max = std::max(m.thread_reads_max, n);
   }
-  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
-  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
-                          : std::numeric_limits<double>::infinity();
-  if (cpu0 >= 0 && cpu1 >= 0) {
-    m.cpu_seconds = cpu1 - cpu0;
-    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
-    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
-                                : std::numeric_limits<double>::infinity();
-  }
+  compute_rates(m, threads, cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1.0);
   m.cache_reads = delta(c0, c1, Ctr::reads);
   m.fast_reads = delta(c0, c1, Ctr::fast_reads);
   m.slow_hits = delta(c0, c1, Ctr::slow_hits);
@@ -468,6 +563,11 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
       }
     }
   }
+  auto unit = [](const PreadRow& row) {
+    const bool procs = row.path == PreadPath::noref_remote;
+    if (row.threads == 1) return procs ? " process: " : " thread: ";
+    return procs ? " processes: " : " threads: ";
+  };
   for (unsigned round = 0; round < p.rounds; round++) {
     auto start = std::chrono::steady_clock::now();
     const std::string of_rounds =
@@ -481,8 +581,7 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
                      "  " + std::string(pread_path_name(row.path)) + " " +
                      pread_size_name(row.size) + "B " +
                      std::string(pread_variant_name(row.variant)) + " " +
-                     std::to_string(row.threads) + (row.threads == 1 ? " thread: " : " threads: ") +
-                     si(m.reads_per_sec) + " reads/s",
+                     std::to_string(row.threads) + unit(row) + si(m.reads_per_sec) + " reads/s",
                  false);
       }
     }

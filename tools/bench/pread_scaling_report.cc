@@ -151,6 +151,46 @@ std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& row
       t.measure(n->times_floor, n->times_floor <= t.threshold, buf);
     }
   }
+  {  // (g) A reader in another process, 1 thread: ns/read <= 1.2x noref's.
+    report::Target& t = out.add(
+        "g", "16-byte reads of one shared page, 1 process: noref-remote ns/read <= 1.2x noref's",
+        1.2);
+    const PreadRow *r = find(16, shared, 1, PreadPath::noref_remote),
+                   *n = find(16, shared, 1, PreadPath::noref);
+    if (r && n) {
+      // Same-round ratios of the ns/read (the inverse of the reads/s ratios).
+      std::vector<double> v;
+      for (std::size_t i = 0; i < r->rounds.size() && i < n->rounds.size(); i++) {
+        if (n->rounds[i].ns_per_read > 0)
+          v.push_back(r->rounds[i].ns_per_read / n->rounds[i].ns_per_read);
+      }
+      const report::Spread sp = report::spread(v);
+      double ratio = r->ns_per_read / n->ns_per_read;
+      std::snprintf(buf, sizeof buf,
+                    "noref-remote %.1f ns/read / noref %.1f ns/read = %.3fx (same-round ratios "
+                    "%.3f-%.3f; CPU ns/read %.1f / %.1f)",
+                    r->ns_per_read, n->ns_per_read, ratio, sp.min, sp.max, r->cpu_ns_per_read,
+                    n->cpu_ns_per_read);
+      t.measure(ratio, ratio <= t.threshold, buf);
+    }
+  }
+  {  // (h) 2 reader processes on one shared page: >= 1.9x one's reads/s.
+    report::Target& t = out.add(
+        "h", "16-byte reads of one shared page: noref-remote at 2 processes >= 1.9x at 1", 1.9);
+    const PreadRow *two = find(16, shared, 2, PreadPath::noref_remote),
+                   *one = find(16, shared, 1, PreadPath::noref_remote);
+    if (two && one) {
+      double v = two->reads_per_sec / one->reads_per_sec;
+      double per_cpu = one->cpu_ns_per_read / two->cpu_ns_per_read;
+      std::snprintf(buf, sizeof buf,
+                    "2 processes %s reads/s / 1 process %s reads/s = %.2fx (readers got %.0f%% / "
+                    "%.0f%% of their CPUs; reads per CPU-second at 2 %.2fx of 1's, so %.2fx "
+                    "with two whole CPUs)",
+                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), v,
+                    100 * two->cpu_share, 100 * one->cpu_share, per_cpu, 2 * per_cpu);
+      t.measure(v, v >= t.threshold, buf);
+    }
+  }
   return out.take();
 }
 
@@ -329,6 +369,7 @@ std::string pread_json(const PreadScalingResult& r) {
                         {"slow_hits", m.slow_hits},
                         {"misses", m.misses},
                         {"waits", m.waits},
+                        {"short_reads", m.short_reads},
                         {"stops", ms},
                         {"warm_passes", m.warm_passes},
                         {"warm", m.warm}});
