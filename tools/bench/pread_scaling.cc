@@ -257,7 +257,18 @@ void time_remote(const PreadScalingParams& p, PageCache& cache,
   std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
   Clock::time_point t1 = snapshot(s1);
   CacheCounters c1 = cache.counters();
-  for (auto& r : readers) r.finish();
+  // Every process copied the file's bytes, on its first read and its last.
+  std::vector<std::byte> want(size);
+  for (std::size_t i = 0; i < size; i++) want[i] = content_byte(i);
+  const std::uint64_t hash = fnv1a_64(want.data(), size);
+  for (auto& r : readers) {
+    const std::uint64_t first = r.first_hash(), last = r.finish();
+    if (first != hash || last != hash) {
+      throw std::runtime_error("pread_scaling: a remote reader copied wrong bytes (first read " +
+                               std::string(first == hash ? "right" : "wrong") + ", last " +
+                               std::string(last == hash ? "right" : "wrong") + ")");
+    }
+  }
 
   m.seconds = std::chrono::duration<double>(t1 - t0).count();
   m.thread_reads_min = std::numeric_limits<std::uint64_t>::max();

@@ -17,7 +17,9 @@
 //
 // CPU >= 0 pins the process (every thread) to that CPU.  Protocol, one line
 // each way, commands on stdin, replies on stdout:
-//   (start)   -> "ready PID SLOT"     read: once the first read is done
+//   (start)   -> "ready PID SLOT HASH"   read: once the first read is done;
+//                                       HASH: fnv1a-64 of the bytes it copied
+//                                       (idle: 0), for the parent to check
 //   s  (read) -> "snap READS CPU_NS CACHE_READS FAST_READS SHORT STOP0..STOPn"
 //                READS: this process's loop count; CPU_NS: the reading
 //                thread's CPU clock; then its CacheStats slot's counters
@@ -25,7 +27,8 @@
 //                the fast-path stops by reason (cache::Stop order).
 //   e  (idle) -> "in"                 enters a read-side section, stays in it
 //   l  (idle) -> "out"                leaves it
-//   q  or EOF -> "bye READS"          stops, then exits 0
+//   q  or EOF -> "bye READS HASH"     stops (HASH: of the last read's bytes),
+//                                       then exits 0
 // Exit 2: usage; 3: the region or registry could not be mapped.
 #include <pthread.h>
 #include <sched.h>
@@ -86,6 +89,14 @@ struct alignas(128) LoopCounter {
   std::atomic<std::uint64_t> n{0};  // single writer: the reading thread (relaxed load + store)
 };
 
+// FNV-1a, 64 bits: remote_readers.h's fnv1a_64(), which the parent checks against.
+std::uint64_t fnv1a(const std::byte* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < n; i++)
+    h = (h ^ std::to_integer<std::uint64_t>(p[i])) * 0x100000001b3ULL;
+  return h;
+}
+
 void pin(int cpu) {
   if (cpu < 0) return;
   cpu_set_t set;
@@ -141,6 +152,10 @@ int run_read(int region_fd, int registry_fd, const SharedFile* file, std::size_t
   LoopCounter reads, short_reads;
   std::atomic<bool> stop{false};
   std::atomic<long> slot{-1};
+  // The bytes of the first and the last read.  first_hash: release, so
+  // that the control thread that sees it sees `slot` too.
+  std::atomic<std::uint64_t> first_hash{0};
+  std::uint64_t last_hash = 0;  // written by the reader, read after join()
   std::thread reader([&] {
     remote_rcu::register_thread();
     slot.store(remote_rcu::debug_slot_index(), std::memory_order_relaxed);
@@ -149,6 +164,11 @@ int run_read(int region_fd, int registry_fd, const SharedFile* file, std::size_t
     auto* dst = static_cast<std::byte*>(std::aligned_alloc(128, (size + 127) / 128 * 128));
     if (!dst) std::abort();
     const ssize_t want = static_cast<ssize_t>(size);
+    if (remote_read(*file, 0, size, dst, batch, st) != want) {
+      short_reads.n.store(1, std::memory_order_relaxed);
+    }
+    reads.n.store(1, std::memory_order_relaxed);
+    first_hash.store(fnv1a(dst, size), std::memory_order_release);
     // Relaxed: a flag polled per read; it publishes nothing.
     while (!stop.load(std::memory_order_relaxed)) {
       if (remote_read(*file, 0, size, dst, batch, st) != want) {
@@ -157,17 +177,19 @@ int run_read(int region_fd, int registry_fd, const SharedFile* file, std::size_t
       }
       reads.n.store(reads.n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
+    last_hash = fnv1a(dst, size);
     std::free(dst);
   });
   clockid_t clock{};
   const bool have_clock = pthread_getcpuclockid(reader.native_handle(), &clock) == 0;
   // Ready once the loop runs: the parent starts counting only then.
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       reads.n.load(std::memory_order_relaxed) == 0 &&
+       first_hash.load(std::memory_order_acquire) == 0 &&
        std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  reply("ready " + std::to_string(getpid()) + " " + std::to_string(slot.load()));
+  reply("ready " + std::to_string(getpid()) + " " + std::to_string(slot.load()) + " " +
+        std::to_string(first_hash.load(std::memory_order_acquire)));
   for (;;) {
     char c = next_command();
     if (c == 's') {
@@ -190,7 +212,8 @@ int run_read(int region_fd, int registry_fd, const SharedFile* file, std::size_t
     } else if (c == 'q') {
       stop.store(true, std::memory_order_relaxed);
       reader.join();
-      reply("bye " + std::to_string(reads.n.load(std::memory_order_relaxed)));
+      reply("bye " + std::to_string(reads.n.load(std::memory_order_relaxed)) + " " +
+            std::to_string(last_hash));
       return 0;
     } else {
       reply("error unknown command");
@@ -204,7 +227,8 @@ int run_idle(int registry_fd, int cpu) {
   // One empty section takes this thread's slot: from now on every grace
   // period of the parent pays the registry's membarrier and scan.
   { remote_rcu::ReadGuard g; }
-  reply("ready " + std::to_string(getpid()) + " " + std::to_string(remote_rcu::debug_slot_index()));
+  reply("ready " + std::to_string(getpid()) + " " + std::to_string(remote_rcu::debug_slot_index()) +
+        " 0");
   for (;;) {
     char c = next_command();
     if (c == 'e') {
@@ -215,7 +239,7 @@ int run_idle(int registry_fd, int cpu) {
       reply("out");
     } else if (c == 'q') {
       if (remote_rcu::in_read_section()) remote_rcu::read_unlock();
-      reply("bye 0");
+      reply("bye 0 0");
       // Normal exit: the thread-exit destructor hands the slot back.
       return 0;
     } else {

@@ -42,6 +42,14 @@ std::string describe_status(int st) {
 
 }  // namespace
 
+std::uint64_t fnv1a_64(const std::byte* p, std::size_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < n; i++) {
+    h = (h ^ std::to_integer<std::uint64_t>(p[i])) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
 std::string default_remote_reader() {
   std::string dir = self_dir();
   if (dir.empty()) return "";
@@ -104,7 +112,7 @@ RemoteReader::RemoteReader(const std::string& program, std::vector<std::string> 
     std::istringstream is(expect("ready"));
     std::string word;
     pid_t pid = 0;
-    is >> word >> pid >> slot_;
+    is >> word >> pid >> slot_ >> first_hash_;
   } catch (...) {
     end();
     throw;
@@ -112,7 +120,11 @@ RemoteReader::RemoteReader(const std::string& program, std::vector<std::string> 
 }
 
 RemoteReader::RemoteReader(RemoteReader&& o) noexcept
-    : pid_(o.pid_), sock_(o.sock_), slot_(o.slot_), pending_(std::move(o.pending_)) {
+    : pid_(o.pid_),
+      sock_(o.sock_),
+      slot_(o.slot_),
+      first_hash_(o.first_hash_),
+      pending_(std::move(o.pending_)) {
   o.pid_ = -1;
   o.sock_ = -1;
 }
@@ -217,9 +229,12 @@ RemoteReadSnapshot RemoteReader::read_snapshot() {
   return s;
 }
 
-void RemoteReader::finish() {
+std::uint64_t RemoteReader::finish() {
   send('q');
-  expect("bye");
+  std::istringstream is(expect("bye"));
+  std::string word;
+  std::uint64_t reads = 0, hash = 0;
+  is >> word >> reads >> hash;
   int st = 0;
   if (pid_ > 0 && waitpid(pid_, &st, 0) == pid_) {
     pid_ = -1;
@@ -228,6 +243,7 @@ void RemoteReader::finish() {
     }
   }
   end();
+  return hash;
 }
 
 }  // namespace norefs::tools

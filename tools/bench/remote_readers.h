@@ -36,6 +36,9 @@ namespace norefs::tools {
 // tools/bench, or an installed bin/'s ../lib/norefs), or "" if none.
 std::string default_remote_reader();
 
+// What the reader reports of the bytes it copied: FNV-1a, 64 bits.
+std::uint64_t fnv1a_64(const std::byte* p, std::size_t n);
+
 // One snapshot of a reading process ("snap" reply).
 struct RemoteReadSnapshot {
   std::uint64_t reads = 0;  // its loop count
@@ -62,6 +65,8 @@ class RemoteReader {
 
   pid_t pid() const { return pid_; }
   long slot() const { return slot_; }  // its registry slot index (-1: none)
+  // fnv1a_64() of the bytes its first read copied (idle: 0).
+  std::uint64_t first_hash() const { return first_hash_; }
 
   // Writes one command line ("s", "e", "l", "q"), not waiting for the reply.
   void send(char command);
@@ -72,9 +77,10 @@ class RemoteReader {
   // "s" + its reply, in two halves so that a caller can ask every process
   // first and collect after (the snapshots then lie microseconds apart).
   RemoteReadSnapshot read_snapshot();
-  // "q", its "bye", and the exit status: the process has ended.  Throws if
-  // it did not exit 0.
-  void finish();
+  // "q", its "bye", and the exit status: the process has ended.  Returns
+  // fnv1a_64() of the bytes its last read copied (idle: 0).  Throws if it
+  // did not exit 0.
+  std::uint64_t finish();
 
  private:
   RemoteReader(const std::string& program, std::vector<std::string> args, std::vector<int> fds);
@@ -82,6 +88,7 @@ class RemoteReader {
   pid_t pid_ = -1;
   int sock_ = -1;  // our end of its stdin and stdout (one socket pair)
   long slot_ = -1;
+  std::uint64_t first_hash_ = 0;
   std::string pending_;  // bytes read past the last line
 };
 
