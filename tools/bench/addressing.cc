@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -196,6 +197,12 @@ template <class Addr, class File, class Sink>
 // offset) and its position.  Latency: dep is the first byte the last read
 // copied AND a zero the compiler cannot see, so each read waits for the
 // one before; throughput: dep is 0 and the reads are independent.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 template <Shape S, class Read>
 Measurement time_loop(double seconds, std::byte* buf, Read read) {
   using Clock = std::chrono::steady_clock;
@@ -203,6 +210,7 @@ Measurement time_loop(double seconds, std::byte* buf, Read read) {
   asm volatile("" : "+r"(zero));
   std::uint64_t dep = 0, reads = 0;
   bool bad = false;
+  const double cpu0 = thread_cpu_seconds();
   const Clock::time_point t0 = Clock::now();
   const auto deadline =
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -215,6 +223,7 @@ Measurement time_loop(double seconds, std::byte* buf, Read read) {
     reads += 1024;
     t1 = Clock::now();
   } while (t1 < deadline);
+  const double cpu1 = thread_cpu_seconds();
   if (bad) throw std::runtime_error("addressing: a read stopped or returned short");
   for (std::size_t i = 0; i < kLen; i++) {
     if (buf[i] != content(i)) throw std::runtime_error("addressing: a read copied wrong bytes");
@@ -223,6 +232,8 @@ Measurement time_loop(double seconds, std::byte* buf, Read read) {
   m.reads = reads;
   m.seconds = std::chrono::duration<double>(t1 - t0).count();
   m.ns_per_read = m.seconds * 1e9 / static_cast<double>(reads);
+  m.cpu_seconds = cpu1 - cpu0;
+  m.cpu_ns_per_read = m.cpu_seconds * 1e9 / static_cast<double>(reads);
   return m;
 }
 
@@ -337,7 +348,12 @@ Result run(const Params& p, const std::function<void(const std::string&)>& progr
   Result res;
   res.params = p;
   for (Shape s : kShapes) {
-    for (Reader r : kReaders) res.rows.push_back(Row{r, s, {}, 0, 0, 0, 0, 0, 0});
+    for (Reader r : kReaders) {
+      Row row;
+      row.reader = r;
+      row.shape = s;
+      res.rows.push_back(row);
+    }
   }
   Pin pin(p.cpu);
   res.pinned_cpu = pin.cpu();
@@ -411,7 +427,7 @@ Result run(const Params& p, const std::function<void(const std::string&)>& progr
         os << "round " << round + 1 << "/" << p.rounds << ":";
         for (const Row& row : res.rows) {
           os << " " << reader_name(row.reader) << "/" << shape_name(row.shape) << " "
-             << report::fmt("%.2f", row.rounds.back().ns_per_read);
+             << report::fmt("%.2f", row.rounds.back().cpu_ns_per_read);
         }
         progress(os.str());
       }
@@ -421,15 +437,19 @@ Result run(const Params& p, const std::function<void(const std::string&)>& progr
     const Row& ptr = res.rows[si * 3 + 1];
     for (std::size_t ri = 0; ri < 3; ri++) {
       Row& row = res.rows[si * 3 + ri];
-      std::vector<double> ns, vs;
+      std::vector<double> ns, cpu, vs;
       for (std::size_t i = 0; i < row.rounds.size(); i++) {
         ns.push_back(row.rounds[i].ns_per_read);
-        vs.push_back(row.rounds[i].ns_per_read / ptr.rounds[i].ns_per_read);
+        cpu.push_back(row.rounds[i].cpu_ns_per_read);
+        vs.push_back(row.rounds[i].cpu_ns_per_read / ptr.rounds[i].cpu_ns_per_read);
       }
-      const report::Spread a = report::spread(ns), b = report::spread(vs);
+      const report::Spread a = report::spread(ns), c = report::spread(cpu), b = report::spread(vs);
       row.ns_per_read = a.median;
       row.ns_min = a.min;
       row.ns_max = a.max;
+      row.cpu_ns = c.median;
+      row.cpu_ns_min = c.min;
+      row.cpu_ns_max = c.max;
       row.vs_pointers = b.median;
       row.vs_pointers_min = b.min;
       row.vs_pointers_max = b.max;
@@ -455,6 +475,8 @@ std::string format_table(const Result& r) {
                    {"reader", A::left},
                    {"ns/read", A::right},
                    {"(min-max)", A::right},
+                   {"cpu-ns", A::right},
+                   {"(min-max)", A::right},
                    {"x pointers", A::right},
                    {"(min-max)", A::right},
                    {"- pointers ns", A::right}});
@@ -464,13 +486,16 @@ std::string format_table(const Result& r) {
     if (i == 3) t.add_gap();
     t.add_row({std::string(shape_name(row.shape)), std::string(reader_name(row.reader)),
                fmt("%.2f", row.ns_per_read), fmt("%.2f", row.ns_min) + fmt("-%.2f", row.ns_max),
+               fmt("%.2f", row.cpu_ns), fmt("%.2f", row.cpu_ns_min) + fmt("-%.2f", row.cpu_ns_max),
                fmt("%.3fx", row.vs_pointers),
                fmt("%.3f", row.vs_pointers_min) + fmt("-%.3f", row.vs_pointers_max),
-               fmt("%+.2f", row.ns_per_read - ptr.ns_per_read)});
+               fmt("%+.2f", row.cpu_ns - ptr.cpu_ns)});
   }
   std::ostringstream os;
   os << t.str() << "(medians over " << r.params.rounds
-     << " rounds; x pointers: median of the same-round ratios to copy-pointers; pinned to CPU "
+     << " rounds; cpu-ns: the thread's CPU clock per read; x pointers: median of the same-round"
+        " ratios of cpu-ns to copy-pointers'; - pointers: difference of the cpu-ns medians;"
+        " pinned to CPU "
      << r.pinned_cpu << ")\n";
   return os.str();
 }
@@ -479,10 +504,12 @@ namespace {
 
 report::Records records(const Result& r) {
   report::Records rec({"shape", "reader", "rounds", "ns_per_read", "ns_min", "ns_max",
-                       "vs_pointers", "vs_pointers_min", "vs_pointers_max"});
+                       "cpu_ns_per_read", "cpu_ns_min", "cpu_ns_max", "vs_pointers",
+                       "vs_pointers_min", "vs_pointers_max"});
   for (const Row& row : r.rows) {
     rec.add({shape_name(row.shape), reader_name(row.reader), row.rounds.size(), row.ns_per_read,
-             row.ns_min, row.ns_max, row.vs_pointers, row.vs_pointers_min, row.vs_pointers_max});
+             row.ns_min, row.ns_max, row.cpu_ns, row.cpu_ns_min, row.cpu_ns_max, row.vs_pointers,
+             row.vs_pointers_min, row.vs_pointers_max});
   }
   return rec;
 }

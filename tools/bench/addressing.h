@@ -33,8 +33,10 @@
 //               the compiler cannot see): the chains run one after the
 //               other, so an add per link shows as its latency.
 // Rounds interleave everything (the readers' order rotated by the round);
-// rows report the median ns/read over rounds, the min-max, and the median
-// of the same-round ratios to copy-pointers.
+// rows report the median ns/read over rounds (wall clock, and the thread's
+// CPU clock: on a machine shared with other work, what a read costs when it
+// runs), the min-max, and the median of the same-round ratios of CPU
+// ns/read to copy-pointers'.
 #pragma once
 
 #include <cstdint>
@@ -58,16 +60,17 @@ struct Params {
 
 struct Measurement {
   std::uint64_t reads = 0;
-  double seconds = 0;
-  double ns_per_read = 0;
+  double seconds = 0, cpu_seconds = 0;  // wall clock; this thread's CPU clock
+  double ns_per_read = 0, cpu_ns_per_read = 0;
 };
 
 struct Row {
   Reader reader{};
   Shape shape{};
   std::vector<Measurement> rounds;
-  double ns_per_read = 0, ns_min = 0, ns_max = 0;  // median, min, max over rounds
-  // Median (min, max) of ns/read / copy-pointers' ns/read in the same round.
+  double ns_per_read = 0, ns_min = 0, ns_max = 0;     // wall: median, min, max over rounds
+  double cpu_ns = 0, cpu_ns_min = 0, cpu_ns_max = 0;  // CPU clock: the same
+  // Median (min, max) of CPU ns/read / copy-pointers' in the same round.
   double vs_pointers = 0, vs_pointers_min = 0, vs_pointers_max = 0;
 };
 

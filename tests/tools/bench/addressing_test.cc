@@ -34,6 +34,7 @@ TEST(AddressingStress, TinyRunHasEveryRowAndWritesCsvAndJson) {
     for (const Measurement& m : row.rounds) {
       EXPECT_GT(m.reads, 0u);
       EXPECT_GT(m.ns_per_read, 0.0);
+      EXPECT_GT(m.cpu_ns_per_read, 0.0);
     }
     EXPECT_GT(row.vs_pointers, 0.0);
     if (row.reader == Reader::copy_pointers) EXPECT_DOUBLE_EQ(row.vs_pointers, 1.0);
