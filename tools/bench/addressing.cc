@@ -397,13 +397,13 @@ Result run(const Params& p, const std::function<void(const std::string&)>& progr
         case Reader::fast_read:
           return time_loop<S>(p.seconds, buf, [&](std::uint64_t d, std::byte* b) {
             return read_fast(reinterpret_cast<const cache::SharedFile*>(
-                                 reinterpret_cast<std::uintptr_t>(sf) + d),
+                                 reinterpret_cast<const std::byte*>(sf) + d),
                              d, b, batch, st);
           });
         case Reader::copy_pointers:
           return time_loop<S>(p.seconds, buf, [&](std::uint64_t d, std::byte* b) {
             return read_pointers(
-                reinterpret_cast<const PtrFile*>(reinterpret_cast<std::uintptr_t>(pf) + d), d, b,
+                reinterpret_cast<const PtrFile*>(reinterpret_cast<const std::byte*>(pf) + d), d, b,
                 batch, st);
           });
         case Reader::copy_offsets:

@@ -732,6 +732,7 @@ std::vector<Cell> run(const Params& p) {
   // cell has readers, so that the cells with none run with a registry
   // too (no slot in use: its grace periods pay a fence and a load).
   alloc::ReaderRegistry* registry = remote ? &alloc::process_registry() : nullptr;
+  const int registry_fd = registry ? registry->fd() : -1;
   std::vector<Mode> modes = p.modes;
   std::vector<unsigned> gps = p.gp_intervals_us;
   if (p.target == Target::mount && p.daemon.empty()) {
@@ -756,7 +757,7 @@ std::vector<Cell> run(const Params& p) {
             // the next group starts from an empty registry.
             std::vector<RemoteReader> idle;
             for (unsigned i = 0; i < nr; i++) {
-              idle.push_back(RemoteReader::idle_reader(program, registry->fd(), -1));
+              idle.push_back(RemoteReader::idle_reader(program, registry_fd, -1));
             }
             // Innermost: the modes of one N run back to back, in an order
             // rotated by the round (the first cell of a group measured

@@ -42,8 +42,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "alloc/reader_registry.h"
@@ -131,7 +131,7 @@ int usage(const char* self) {
 int attach_registry(int fd) {
   if (int e = remote_rcu::attach(fd); e != 0) {
     std::fprintf(stderr, "norefs_remote_reader: attach the registry (fd %d): %s\n", fd,
-                 std::strerror(-e));
+                 std::error_code(-e, std::generic_category()).message().c_str());
     return 3;
   }
   close(fd);
@@ -142,7 +142,7 @@ int run_read(int region_fd, int registry_fd, const SharedFile* file, std::size_t
              unsigned batch, int cpu) {
   if (!norefs::alloc::SharedRegion::map_view(region_fd)) {
     std::fprintf(stderr, "norefs_remote_reader: map the region (fd %d): %s\n", region_fd,
-                 std::strerror(errno));
+                 std::error_code(errno, std::generic_category()).message().c_str());
     return 3;
   }
   close(region_fd);
@@ -267,7 +267,10 @@ int main(int argc, char** argv) {
     unsigned long long addr = std::strtoull(argv[4], &end, 16);
     if (region < 0 || registry < 0 || size <= 0 || batch <= 0 || cpu < -1 || *end || !addr)
       return usage(argv[0]);
+    // The parent's address of the SharedFile: the region is mapped at the
+    // same address here (SharedRegion::map_view()), so it names the same bytes.
     return run_read(static_cast<int>(region), static_cast<int>(registry),
+                    // NOLINTNEXTLINE(performance-no-int-to-ptr): an address passed as text
                     reinterpret_cast<const SharedFile*>(static_cast<std::uintptr_t>(addr)),
                     static_cast<std::size_t>(size), static_cast<unsigned>(batch),
                     static_cast<int>(cpu));

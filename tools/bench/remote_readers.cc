@@ -61,7 +61,7 @@ std::string default_remote_reader() {
 }
 
 RemoteReader::RemoteReader(const std::string& program, std::vector<std::string> args,
-                           std::vector<int> fds) {
+                           const std::vector<int>& fds) {
   if (program.empty()) {
     throw std::runtime_error(
         "no norefs_remote_reader to start readers in other processes (it is built beside the "
@@ -95,6 +95,7 @@ RemoteReader::RemoteReader(const std::string& program, std::vector<std::string> 
   }
   args.insert(args.begin(), program);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   int err = posix_spawn(&pid_, program.c_str(), &fa, nullptr, argv.data(), environ);

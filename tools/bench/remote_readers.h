@@ -83,7 +83,8 @@ class RemoteReader {
   std::uint64_t finish();
 
  private:
-  RemoteReader(const std::string& program, std::vector<std::string> args, std::vector<int> fds);
+  RemoteReader(const std::string& program, std::vector<std::string> args,
+               const std::vector<int>& fds);
   void end();
   pid_t pid_ = -1;
   int sock_ = -1;  // our end of its stdin and stdout (one socket pair)
