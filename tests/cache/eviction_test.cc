@@ -268,49 +268,5 @@ TEST(EvictTest, EvictsEveryUnheldPageDeferred) {
   EXPECT_EQ(delta(cache.counters(), before, Ctr::misses), 1u);
 }
 
-// Grace periods that cannot end (here a reader of this process parked inside
-// its section; in the design's case a reader in another process stopped
-// there): under the limit, reads still return the right bytes, uncached
-// once what waits fills the bound; an allocation gives up after
-// limit_wait_ms (limit_blocked) and the next ones do not wait again
-// (limit_drains stays) until a grace period completes; then the cache
-// caches again.
-TEST(LimitTest, GracePeriodsThatCannotEndLeavePagesUncachedNotReadersStuck) {
-  PageCacheConfig cfg = test_config();
-  cfg.limit_pages = 8;
-  cfg.limit_wait_ms = 20;
-  cfg.readahead_max_pages = 0;
-  PageCache cache(cfg);
-  const std::uint64_t pages = 64;
-  TestFile tf(cache, 9, pages * P);
-  std::atomic<bool> parked{false}, release{false};
-  std::thread reader([&] {
-    rcu::ReadGuard g;
-    parked.store(true);
-    while (!release.load()) std::this_thread::sleep_for(1ms);
-  });
-  while (!parked.load()) std::this_thread::sleep_for(1ms);
-  // Every page read evicts an older one, which must wait for a grace
-  // period that cannot end: the bound fills with waiting pages.
-  for (std::uint64_t i = 0; i < pages; i++) {
-    ASSERT_TRUE(reads_right(cache, tf, i * P, P)) << "page " << i;
-    ASSERT_LE(cache.pool_counters().live(), cfg.limit_pages) << "page " << i;
-  }
-  auto blocked = cache.counters();
-  EXPECT_GT(blocked[Ctr::limit_blocked], 0u) << describe(blocked);
-  EXPECT_GT(blocked[Ctr::uncached_reads], 0u) << describe(blocked);
-  // Gave up once: the reads after it did not wait again (each wait would
-  // count a drain).
-  EXPECT_LE(blocked[Ctr::limit_drains], 2u) << describe(blocked);
-  EXPECT_GT(blocked[Ctr::limit_blocked], blocked[Ctr::limit_drains]) << describe(blocked);
-  release.store(true);
-  reader.join();
-  // Grace periods complete again: what waited comes back, pages are cached.
-  cache.pool().drain();
-  const std::uint64_t cached_before = cache.counters().pages_cached;
-  for (std::uint64_t i = 0; i < 4; i++) ASSERT_TRUE(reads_right(cache, tf, i * P, P));
-  EXPECT_GT(cache.counters().pages_cached, cached_before) << describe(cache.counters());
-}
-
 }  // namespace
 }  // namespace norefs::cache::test

@@ -43,27 +43,28 @@ class RemoteReadTest : public ::testing::Test {
   static constexpr unsigned kRemoteFiles = 4;
   static constexpr std::uint64_t kRemoteFileBytes = 16 * P + 100;
 
-  RemoteReadTest() {
+  explicit RemoteReadTest(const PageCacheConfig& config = test_config()) : cache_(config) {
     alloc::process_registry();  // before the reader starts: it needs its fd
     for (std::uint32_t i = 0; i < kRemoteFiles; i++) {
       files_.push_back(std::make_unique<TestFile>(cache_, i, kRemoteFileBytes));
     }
   }
 
-  // Runs the reader for `seconds` while this process changes the files.
-  RemoteReaderOutcome run(double seconds, unsigned delay_every, unsigned delay_us,
-                          pid_t* child = nullptr) {
+  // Starts the reader for `seconds`; *out gets the read end of its stdout.
+  // It reads the first `nfiles` files, their first `bytes` only.
+  pid_t spawn(double seconds, unsigned delay_every, unsigned delay_us, int* out_fd,
+              unsigned nfiles = kRemoteFiles, std::uint64_t bytes = kRemoteFileBytes) {
     int region = dup(cache_.region().fd()), registry = dup(alloc::process_registry().fd());
     std::vector<std::string> args = {
         NOREFS_HELPER_REMOTE_FAST_READER, std::to_string(region),
         std::to_string(registry),         std::to_string(cache_.config().batch),
         std::to_string(seconds),          std::to_string(delay_every),
         std::to_string(delay_us)};
-    for (std::uint32_t i = 0; i < kRemoteFiles; i++) {
+    for (std::uint32_t i = 0; i < nfiles; i++) {
       char a[64];
       std::snprintf(a, sizeof a, "%u:%" PRIxPTR ":%" PRIu64, i,
                     reinterpret_cast<std::uintptr_t>(&PageCache::shared_file(*files_[i]->f)),
-                    kRemoteFileBytes);
+                    bytes);
       args.emplace_back(a);
     }
     std::vector<char*> argv;
@@ -77,10 +78,38 @@ class RemoteReadTest : public ::testing::Test {
     pid_t pid = -1;
     EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&fa);
-    if (child) *child = pid;
     close(out[1]);
     close(region);
     close(registry);
+    *out_fd = out[0];
+    return pid;
+  }
+
+  // Waits for the reader and parses its line.
+  static RemoteReaderOutcome collect(pid_t pid, int out_fd) {
+    RemoteReaderOutcome o;
+    char buf[512];
+    for (ssize_t n; (n = read(out_fd, buf, sizeof buf)) > 0;) o.out.append(buf, n);
+    close(out_fd);
+    if (pid > 0) waitpid(pid, &o.status, 0);
+    std::istringstream is(o.out);
+    std::string k;
+    while (is >> k) {
+      if (k == "reads") is >> o.reads;
+      if (k == "fast_reads") is >> o.fast_reads;
+      if (k == "bytes") is >> o.bytes;
+      if (k == "bad") is >> o.bad;
+    }
+    std::cout << "remote reader: " << o.out;
+    return o;
+  }
+
+  // Runs the reader for `seconds` while this process changes the files.
+  RemoteReaderOutcome run(double seconds, unsigned delay_every, unsigned delay_us,
+                          pid_t* child = nullptr) {
+    int out_fd = -1;
+    pid_t pid = spawn(seconds, delay_every, delay_us, &out_fd);
+    if (child) *child = pid;
 
     std::atomic<bool> stop{false};
     std::vector<std::thread> threads;
@@ -132,22 +161,10 @@ class RemoteReadTest : public ::testing::Test {
       }
     });
 
-    RemoteReaderOutcome o;
-    char buf[512];
-    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) o.out.append(buf, n);
-    close(out[0]);
+    // The reader's stdout closes when it exits: then stop the load.
+    RemoteReaderOutcome o = collect(pid, out_fd);
     stop.store(true);
     for (auto& t : threads) t.join();
-    if (pid > 0) waitpid(pid, &o.status, 0);
-    std::istringstream is(o.out);
-    std::string k;
-    while (is >> k) {
-      if (k == "reads") is >> o.reads;
-      if (k == "fast_reads") is >> o.fast_reads;
-      if (k == "bytes") is >> o.bytes;
-      if (k == "bad") is >> o.bad;
-    }
-    std::cout << "remote reader: " << o.out;
     return o;
   }
 
@@ -196,6 +213,68 @@ TEST_F(RemoteReadTest, AReaderHoldingAGracePeriodIsNamedInTheStatsBlock) {
   ASSERT_TRUE(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0) << o.out;
   EXPECT_EQ(seen_pid.load(), child) << "no sample named the reader: " << o.out;
   EXPECT_EQ(cache_.pool_counters().remote.blocking_pid, 0u) << "still blocked after it left";
+}
+
+// Under the limit, a reader in another process that stays inside its
+// section (a 400 ms stall before each copy; a stopped process is the same
+// to the daemon) keeps grace periods from ending: reads here still return
+// the right bytes, uncached once what waits fills the bound; an allocation
+// gives up after limit_wait_ms (limit_blocked) and the next ones do not
+// wait again (limit_drains stays) until a grace period completes; once the
+// reader has gone, the cache caches again.
+class RemoteLimitTest : public RemoteReadTest {
+ protected:
+  static PageCacheConfig limited() {
+    PageCacheConfig c = test_config();
+    c.limit_pages = 8;
+    c.limit_wait_ms = 20;
+    c.readahead_max_pages = 0;
+    return c;
+  }
+  RemoteLimitTest() : RemoteReadTest(limited()) {}
+};
+
+TEST_F(RemoteLimitTest, AReaderStuckInItsSectionLeavesPagesUncachedNotReadersStuck) {
+  // Pages the reader's fast path can take (cached, referenced, active):
+  // the reader reads only those, so its first read stalls inside its
+  // section.
+  ASSERT_TRUE(warm(cache_, *files_[0], 0, 2 * P));
+  int out_fd = -1;
+  pid_t pid = spawn(0.8, 1, 400000, &out_fd, 1, 2 * P);
+  // Until the reader is registered and inside its first stall.
+  for (int i = 0; i < 2000 && alloc::process_registry().stats().slots_in_use == 0; i++) {
+    std::this_thread::sleep_for(1ms);
+  }
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Every page read evicts an older one, which must wait for a grace
+  // period that cannot end while the reader stalls: the bound fills with
+  // waiting pages.
+  for (std::uint32_t f = 0; f < kRemoteFiles; f++) {
+    for (std::uint64_t i = 0; i < kRemoteFileBytes / P; i++) {
+      ASSERT_TRUE(reads_right(cache_, *files_[f], i * P, P)) << "file " << f << " page " << i;
+      ASSERT_LE(cache_.pool_counters().live(), limited().limit_pages);
+    }
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CacheCounters blocked = cache_.counters();
+  RemoteReaderOutcome o = collect(pid, out_fd);
+  ASSERT_TRUE(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0) << o.out;
+  EXPECT_GT(blocked[Ctr::limit_blocked], 0u) << describe(blocked);
+  EXPECT_GT(blocked[Ctr::uncached_reads], 0u) << describe(blocked);
+  // Gave up once, then did not wait again for each page (each wait counts
+  // a drain): 64 reads did not take 64 x limit_wait_ms.
+  EXPECT_GT(blocked[Ctr::limit_blocked], blocked[Ctr::limit_drains]) << describe(blocked);
+  RecordProperty("reads_seconds", std::to_string(took));
+  EXPECT_GT(o.bytes, 0u) << "the reader never held a page: " << o.out;
+  // The reader has gone: grace periods end, what waited comes back, and
+  // reads are cached again (none uncached, none giving up).
+  cache_.pool().drain();
+  const CacheCounters after = cache_.counters();
+  for (std::uint64_t i = 0; i < 4; i++) ASSERT_TRUE(reads_right(cache_, *files_[0], i * P, P));
+  const CacheCounters again = cache_.counters();
+  EXPECT_EQ(again[Ctr::uncached_reads], after[Ctr::uncached_reads]) << describe(again);
+  EXPECT_EQ(again[Ctr::limit_blocked], after[Ctr::limit_blocked]) << describe(again);
 }
 
 #ifdef NOREFS_SYNC_POINTS

@@ -23,8 +23,10 @@
 #include <system_error>
 #include <thread>
 
+#include "alloc/reader_registry.h"
 #include "cache/backing.h"
 #include "cache/copy.h"
+#include "tools/bench/remote_readers.h"
 #include "tools/lib/backings.h"
 #include "tools/lib/report.h"
 
@@ -140,19 +142,13 @@ void pin_to(int cpu) {
 
 std::uint64_t delta(const CacheCounters& a, const CacheCounters& b, Ctr c) { return b[c] - a[c]; }
 
-std::string size_name(std::size_t n) {
+}  // namespace
+
+std::string pread_size_name(std::size_t n) {
   if (n >= (1u << 20) && n % (1u << 20) == 0) return std::to_string(n >> 20) + "M";
   if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + "K";
   return std::to_string(n);
 }
-
-std::string join_u(const std::vector<unsigned>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); i++) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
-}  // namespace
 
 std::string_view pread_variant_name(PreadVariant v) {
   return v == PreadVariant::shared ? "shared" : "private";
@@ -182,6 +178,7 @@ ReadPath cache_path(PreadPath p) {
       return ReadPath::stackcopy;
     case PreadPath::floor:
     case PreadPath::noref:
+    case PreadPath::noref_remote:  // this process warms the cache on noref
       break;
   }
   return ReadPath::noref;
@@ -190,16 +187,120 @@ ReadPath cache_path(PreadPath p) {
 }  // namespace
 
 std::string_view pread_path_name(PreadPath p) {
-  return p == PreadPath::floor ? "floor" : cache::read_path_name(cache_path(p));
+  if (p == PreadPath::floor) return "floor";
+  if (p == PreadPath::noref_remote) return "noref-remote";
+  return cache::read_path_name(cache_path(p));
 }
 
 std::optional<PreadPath> parse_pread_path(std::string_view s) {
-  for (auto p : {PreadPath::floor, PreadPath::noref, PreadPath::ref, PreadPath::ref_fetchadd,
-                 PreadPath::stackcopy}) {
+  for (auto p : {PreadPath::floor, PreadPath::noref, PreadPath::noref_remote, PreadPath::ref,
+                 PreadPath::ref_fetchadd, PreadPath::stackcopy}) {
     if (s == pread_path_name(p)) return p;
   }
   return std::nullopt;
 }
+
+namespace {
+
+// reads/s, ns/read and the CPU figures of m from its reads and seconds;
+// cpu_seconds < 0: unknown.
+void compute_rates(PreadMeasurement& m, unsigned threads, double cpu_seconds) {
+  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
+  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
+                          : std::numeric_limits<double>::infinity();
+  if (cpu_seconds >= 0) {
+    m.cpu_seconds = cpu_seconds;
+    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
+    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
+                                : std::numeric_limits<double>::infinity();
+  }
+}
+
+// noref-remote's timed part: `procs` reader processes (tools/bench/
+// remote_readers.h), one thread each, pinned as the threads are, each
+// reading `size` bytes at 0 of its file's SharedFile through the one fast
+// path under remote_rcu::ReadGuard and counting in its own memory and its
+// own CacheStats slot.  The files are the ones this process warmed; their
+// handles stay open in the caller for the whole time ("no handle, no
+// reader": cache/shared_file.h).  The processes start reading as soon as
+// they are up; counting starts when every one of them has read ("ready")
+// and `settle` has passed, as for the threads.
+void time_remote(const PreadScalingParams& p, PageCache& cache,
+                 const std::vector<std::shared_ptr<cache::CachedFile>>& files, unsigned procs,
+                 std::size_t size, PreadMeasurement& m) {
+  const std::string program = p.remote_reader.empty() ? default_remote_reader() : p.remote_reader;
+  alloc::ReaderRegistry& registry = alloc::process_registry();
+  std::vector<int> cpus = p.pin ? allowed_cpus() : std::vector<int>{};
+  std::vector<RemoteReader> readers;
+  readers.reserve(procs);
+  for (unsigned t = 0; t < procs; t++) {
+    const cache::SharedFile& f = PageCache::shared_file(*files[t % files.size()]);
+    readers.push_back(RemoteReader::fast_reader(program, cache.region().fd(), registry.fd(), &f,
+                                                size, p.batch,
+                                                cpus.empty() ? -1 : cpus[t % cpus.size()]));
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.settle));
+  // Every process is asked first and answers after, so that the snapshots
+  // lie microseconds apart; the time is the middle of the exchange.
+  using Clock = std::chrono::steady_clock;
+  auto snapshot = [&](std::vector<RemoteReadSnapshot>& out) {
+    Clock::time_point a = Clock::now();
+    for (auto& r : readers) r.send('s');
+    out.clear();
+    for (auto& r : readers) out.push_back(r.read_snapshot());
+    Clock::time_point b = Clock::now();
+    return a + (b - a) / 2;
+  };
+  std::vector<RemoteReadSnapshot> s0, s1;
+  CacheCounters c0 = cache.counters();
+  Clock::time_point t0 = snapshot(s0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(p.seconds));
+  Clock::time_point t1 = snapshot(s1);
+  CacheCounters c1 = cache.counters();
+  // Every process copied the file's bytes, on its first read and its last.
+  std::vector<std::byte> want(size);
+  for (std::size_t i = 0; i < size; i++) want[i] = content_byte(i);
+  const std::uint64_t hash = fnv1a_64(want.data(), size);
+  for (auto& r : readers) {
+    const std::uint64_t first = r.first_hash(), last = r.finish();
+    if (first != hash || last != hash) {
+      throw std::runtime_error("pread_scaling: a remote reader copied wrong bytes (first read " +
+                               std::string(first == hash ? "right" : "wrong") + ", last " +
+                               std::string(last == hash ? "right" : "wrong") + ")");
+    }
+  }
+
+  m.seconds = std::chrono::duration<double>(t1 - t0).count();
+  m.thread_reads_min = std::numeric_limits<std::uint64_t>::max();
+  double cpu = 0;
+  std::uint64_t short_reads = 0;
+  for (unsigned t = 0; t < procs; t++) {
+    std::uint64_t n = s1[t].reads - s0[t].reads;
+    m.reads += n;
+    m.thread_reads_min = std::min(m.thread_reads_min, n);
+    m.thread_reads_max = std::max(m.thread_reads_max, n);
+    if (cpu >= 0 && s0[t].cpu_ns >= 0 && s1[t].cpu_ns >= 0) {
+      cpu += static_cast<double>(s1[t].cpu_ns - s0[t].cpu_ns) * 1e-9;
+    } else {
+      cpu = -1;
+    }
+    // The readers' own counters; this process's cache counts what it read
+    // meanwhile (nothing: its handles only stay open).
+    m.cache_reads += s1[t].cache_reads - s0[t].cache_reads;
+    m.fast_reads += s1[t].fast_reads - s0[t].fast_reads;
+    for (std::size_t s = 0; s < kStops; s++) m.stops[s] += s1[t].stops[s] - s0[t].stops[s];
+    short_reads += s1[t].short_reads - s0[t].short_reads;
+  }
+  compute_rates(m, procs, cpu);
+  m.cache_reads += delta(c0, c1, Ctr::reads);
+  m.fast_reads += delta(c0, c1, Ctr::fast_reads);
+  m.slow_hits = delta(c0, c1, Ctr::slow_hits);
+  m.misses = delta(c0, c1, Ctr::misses);
+  m.waits = delta(c0, c1, Ctr::waits);
+  m.short_reads = short_reads;
+}
+
+}  // namespace
 
 PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, PreadVariant variant,
                                unsigned threads, PreadPath path) {
@@ -267,6 +368,13 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
         break;
       }
     }
+  }
+
+  if (path == PreadPath::noref_remote) {
+    time_remote(p, cache, files, threads, size, m);
+    handles.clear();
+    files.clear();
+    return m;
   }
 
   std::vector<ThreadCounter> counters(threads);
@@ -366,15 +474,7 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
     m.thread_reads_min = std::min(m.thread_reads_min, n);
     m.thread_reads_max = std::max(m.thread_reads_max, n);
   }
-  m.reads_per_sec = static_cast<double>(m.reads) / m.seconds;
-  m.ns_per_read = m.reads ? threads * m.seconds * 1e9 / static_cast<double>(m.reads)
-                          : std::numeric_limits<double>::infinity();
-  if (cpu0 >= 0 && cpu1 >= 0) {
-    m.cpu_seconds = cpu1 - cpu0;
-    m.cpu_share = m.cpu_seconds / (threads * m.seconds);
-    m.cpu_ns_per_read = m.reads ? m.cpu_seconds * 1e9 / static_cast<double>(m.reads)
-                                : std::numeric_limits<double>::infinity();
-  }
+  compute_rates(m, threads, cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1.0);
   m.cache_reads = delta(c0, c1, Ctr::reads);
   m.fast_reads = delta(c0, c1, Ctr::fast_reads);
   m.slow_hits = delta(c0, c1, Ctr::slow_hits);
@@ -456,131 +556,6 @@ void aggregate_pread_rows(std::vector<PreadRow>& rows) {
   }
 }
 
-std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows) {
-  auto find = [&](std::size_t size, PreadVariant v, unsigned n, PreadPath path) -> const PreadRow* {
-    for (const auto& r : rows) {
-      if (r.size == size && r.variant == v && r.threads == n && r.path == path && !r.rounds.empty())
-        return &r;
-    }
-    return nullptr;
-  };
-  char buf[512];
-  report::Targets out;
-  const auto shared = PreadVariant::shared;
-
-  {  // (a) 16 B of one shared page, 2 threads: noref >= 3x ref.
-    report::Target& t =
-        out.add("a", "16-byte reads of one shared page, 2 threads: noref reads/s >= 3x ref's", 3.0);
-    const PreadRow *n = find(16, shared, 2, PreadPath::noref),
-                   *r = find(16, shared, 2, PreadPath::ref);
-    if (n && r) {
-      double v = n->reads_per_sec / r->reads_per_sec;
-      std::snprintf(buf, sizeof buf,
-                    "noref %s reads/s / ref %s reads/s = %.2fx (same-round ratios %.2f-%.2f; "
-                    "CPU ns/read %.1f vs %.1f, threads got %.0f%% / %.0f%% of their CPUs)",
-                    si(n->reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v,
-                    n->ratio_to_ref_min, n->ratio_to_ref_max, n->cpu_ns_per_read,
-                    r->cpu_ns_per_read, 100 * n->cpu_share, 100 * r->cpu_share);
-      t.measure(v, v >= t.threshold, buf);
-    }
-  }
-  {  // (b) noref at 2 threads >= 1.9x its own 1-thread reads/s.
-    report::Target& t = out.add(
-        "b", "16-byte reads of one shared page: noref at 2 threads >= 1.9x noref at 1", 1.9);
-    const PreadRow *two = find(16, shared, 2, PreadPath::noref),
-                   *one = find(16, shared, 1, PreadPath::noref);
-    if (two && one) {
-      double v = two->reads_per_sec / one->reads_per_sec;
-      // Information beside the target: per CPU-second, what 2 threads read
-      // compared with 1 (x2 = the scaling if each had a whole CPU).
-      double per_cpu = one->cpu_ns_per_read / two->cpu_ns_per_read;
-      std::snprintf(buf, sizeof buf,
-                    "2 threads %s reads/s / 1 thread %s reads/s = %.2fx (threads got %.0f%% / "
-                    "%.0f%% of their CPUs; reads per CPU-second at 2 threads %.2fx of 1 thread's, "
-                    "so %.2fx with two whole CPUs)",
-                    si(two->reads_per_sec).c_str(), si(one->reads_per_sec).c_str(), v,
-                    100 * two->cpu_share, 100 * one->cpu_share, per_cpu, 2 * per_cpu);
-      t.measure(v, v >= t.threshold, buf);
-    }
-  }
-  {  // (c) 1 thread: noref ns/read <= 0.95x ref's.
-    report::Target& t = out.add("c", "16-byte reads, 1 thread: noref ns/read <= 0.95x ref's", 0.95);
-    const PreadRow *n = find(16, shared, 1, PreadPath::noref),
-                   *r = find(16, shared, 1, PreadPath::ref);
-    if (n && r) {
-      double v = n->ns_per_read / r->ns_per_read;
-      std::snprintf(buf, sizeof buf,
-                    "noref %.1f ns/read / ref %.1f ns/read = %.3fx (CPU ns/read %.1f / %.1f = "
-                    "%.3fx)",
-                    n->ns_per_read, r->ns_per_read, v, n->cpu_ns_per_read, r->cpu_ns_per_read,
-                    n->cpu_ns_per_read / r->cpu_ns_per_read);
-      t.measure(v, v <= t.threshold, buf);
-    }
-  }
-  // (d) 64 KiB and 1 MiB: noref no slower than ref, for every variant and
-  // thread count measured.  Noise: the larger relative half-range over
-  // rounds of the two rows; "within noise" counts as met and says so.
-  for (std::size_t size : {std::size_t{65536}, std::size_t{1048576}}) {
-    for (const auto& n : rows) {
-      if (n.size != size || n.path != PreadPath::noref || n.rounds.empty()) continue;
-      const PreadRow* r = find(size, n.variant, n.threads, PreadPath::ref);
-      if (!r) continue;
-      report::Target& t =
-          out.add("d",
-                  size_name(size) + " reads, " + std::string(pread_variant_name(n.variant)) + ", " +
-                      std::to_string(n.threads) +
-                      " thread(s): noref no slower than ref (ratio >= 1.0 within noise)",
-                  1.0);
-      double v = n.reads_per_sec / r->reads_per_sec;
-      auto half_range = [](const PreadRow& x) {
-        return x.reads_per_sec > 0
-                   ? (x.reads_per_sec_max - x.reads_per_sec_min) / (2 * x.reads_per_sec)
-                   : 0.0;
-      };
-      double noise = std::max(half_range(n), half_range(*r));
-      bool met = v >= 1.0 - noise;
-      std::snprintf(buf, sizeof buf, "noref %s reads/s / ref %s reads/s = %.3fx (noise +-%.1f%%%s)",
-                    si(n.reads_per_sec).c_str(), si(r->reads_per_sec).c_str(), v, 100 * noise,
-                    met && v < 1.0 ? ", met only within noise" : "");
-      t.measure(v, met, buf);
-    }
-  }
-  out.add_if_none("d", "64K and 1M reads: noref no slower than ref (ratio >= 1.0 within noise)",
-                  1.0);
-  // (e) One thread, one shared page: what the fast path adds to the floor
-  // (noref ns/read minus floor ns/read, same round) at most 10 ns, for
-  // each small size measured.
-  for (std::size_t size : {1, 4, 8, 16, 64, 256}) {
-    const PreadRow *n = find(size, shared, 1, PreadPath::noref),
-                   *f = find(size, shared, 1, PreadPath::floor);
-    if (!n || !f) continue;
-    report::Target& t = out.add("e",
-                                std::to_string(size) +
-                                    "-byte reads, 1 thread: noref ns/read - floor ns/read "
-                                    "<= 10 ns",
-                                10.0);
-    std::snprintf(buf, sizeof buf,
-                  "noref %.1f ns/read, floor %.1f ns/read: +%.1f ns (median of same-round "
-                  "differences), %.2fx the floor",
-                  n->ns_per_read, f->ns_per_read, n->ns_over_floor, n->times_floor);
-    t.measure(n->ns_over_floor, n->ns_over_floor <= t.threshold, buf);
-  }
-  out.add_if_none("e", "1-256-byte reads, 1 thread: noref ns/read - floor ns/read <= 10 ns", 10.0);
-  {  // (f) 4 KiB, one thread: noref at most 1.3x the floor's time.
-    report::Target& t = out.add("f", "4K reads, 1 thread: noref ns/read <= 1.3x floor's", 1.3);
-    const PreadRow *n = find(4096, shared, 1, PreadPath::noref),
-                   *f = find(4096, shared, 1, PreadPath::floor);
-    if (n && f) {
-      std::snprintf(buf, sizeof buf,
-                    "noref %.1f ns/read, floor %.1f ns/read: %.2fx (same-round ratios %.2f-%.2f)",
-                    n->ns_per_read, f->ns_per_read, n->times_floor, n->times_floor_min,
-                    n->times_floor_max);
-      t.measure(n->times_floor, n->times_floor <= t.threshold, buf);
-    }
-  }
-  return out.take();
-}
-
 PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadProgress& progress) {
   PreadScalingResult res;
   res.params = p;
@@ -599,6 +574,11 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
       }
     }
   }
+  auto unit = [](const PreadRow& row) {
+    const bool procs = row.path == PreadPath::noref_remote;
+    if (row.threads == 1) return procs ? " process: " : " thread: ";
+    return procs ? " processes: " : " threads: ";
+  };
   for (unsigned round = 0; round < p.rounds; round++) {
     auto start = std::chrono::steady_clock::now();
     const std::string of_rounds =
@@ -609,10 +589,10 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
       if (progress) {
         const PreadMeasurement& m = row.rounds.back();
         progress(of_rounds + "  " + std::to_string(i + 1) + "/" + std::to_string(res.rows.size()) +
-                     "  " + std::string(pread_path_name(row.path)) + " " + size_name(row.size) +
-                     "B " + std::string(pread_variant_name(row.variant)) + " " +
-                     std::to_string(row.threads) + (row.threads == 1 ? " thread: " : " threads: ") +
-                     si(m.reads_per_sec) + " reads/s",
+                     "  " + std::string(pread_path_name(row.path)) + " " +
+                     pread_size_name(row.size) + "B " +
+                     std::string(pread_variant_name(row.variant)) + " " +
+                     std::to_string(row.threads) + unit(row) + si(m.reads_per_sec) + " reads/s",
                  false);
       }
     }
@@ -626,193 +606,6 @@ PreadScalingResult run_pread_scaling(const PreadScalingParams& p, const PreadPro
   aggregate_pread_rows(res.rows);
   res.targets = evaluate_pread_targets(res.rows);
   return res;
-}
-
-std::string describe_pread_config(const PreadScalingParams& p, long cpus) {
-  std::ostringstream os;
-  os << "norefs_pread_scaling: paths=";
-  for (std::size_t i = 0; i < p.paths.size(); i++) {
-    os << (i ? "," : "") << pread_path_name(p.paths[i]);
-  }
-  os << " sizes=";
-  for (std::size_t i = 0; i < p.sizes.size(); i++) os << (i ? "," : "") << p.sizes[i];
-  os << " variants=";
-  for (std::size_t i = 0; i < p.variants.size(); i++) {
-    os << (i ? "," : "") << pread_variant_name(p.variants[i]);
-  }
-  os << " threads=" << join_u(p.threads) << "\n  seconds=" << p.seconds << " settle=" << p.settle
-     << " rounds=" << p.rounds << " batch=" << p.batch << " defer=" << (p.defer ? "on" : "off")
-     << " pin=" << (p.pin ? "on" : "off") << " backing=" << pread_backing_name(p.backing);
-  if (p.backing == PreadBacking::file) os << " (" << p.tmp_dir << ")";
-  os << " offset=0 file=max(size,4096) cpus=" << cpus << "\n";
-  return os.str();
-}
-
-std::string format_pread_table(const PreadScalingResult& r) {
-  using A = report::Table::Align;
-  report::Table table({{"size", A::left},
-                       {"variant", A::left},
-                       {"thr", A::right},
-                       {"path", A::left},
-                       {"reads/s", A::right},
-                       {"(min-max)", A::right},
-                       {"ns/read", A::right},
-                       {"cpu%", A::right},
-                       {"cpu-ns", A::right},
-                       {"vs ref", A::right},
-                       {"(min-max)", A::right},
-                       {"x floor", A::right},
-                       {"+ns", A::right},
-                       {"fast-path stops per Mread", A::left}});
-  using report::fmt;
-  const PreadRow* prev = nullptr;
-  for (const auto& row : r.rows) {
-    if (prev &&
-        (prev->size != row.size || prev->variant != row.variant || prev->threads != row.threads)) {
-      table.add_gap();
-    }
-    prev = &row;
-    std::string stops;
-    for (std::size_t s = 0; s < kStops; s++) {
-      if (row.stops_per_mread[s] <= 0) continue;
-      char b[64];
-      std::snprintf(b, sizeof b, row.stops_per_mread[s] >= 100 ? "%s%s=%.0f" : "%s%s=%.3g",
-                    stops.empty() ? "" : " ",
-                    std::string(cache::stop_name(static_cast<Stop>(s))).c_str(),
-                    row.stops_per_mread[s]);
-      stops += b;
-    }
-    if (stops.empty()) stops = "-";
-    if (!row.all_warm) stops += "  (NOT warm: no clean warm-up pass)";
-    const bool has_ref = std::isfinite(row.ratio_to_ref),
-               has_floor = std::isfinite(row.times_floor);
-    table.add_row(
-        {size_name(row.size), std::string(pread_variant_name(row.variant)),
-         std::to_string(row.threads), std::string(pread_path_name(row.path)), si(row.reads_per_sec),
-         si(row.reads_per_sec_min) + "-" + si(row.reads_per_sec_max), fmt("%.1f", row.ns_per_read),
-         fmt("%.0f", 100 * row.cpu_share), fmt("%.1f", row.cpu_ns_per_read),
-         has_ref ? fmt("%.2fx", row.ratio_to_ref) : "-",
-         has_ref ? fmt("%.2f", row.ratio_to_ref_min) + fmt("-%.2f", row.ratio_to_ref_max) : "-",
-         has_floor ? fmt("%.2fx", row.times_floor) : "-",
-         has_floor ? fmt("%+.1f", row.ns_over_floor) : "-", stops});
-  }
-  return table.str();
-}
-
-std::string format_pread_targets(const PreadScalingResult& r) {
-  return report::format_targets(
-      "targets (from the medians of " + std::to_string(r.params.rounds) + " round(s)):", r.targets,
-      "its sizes, variants, threads or paths were not in this run");
-}
-
-namespace {
-
-// The rows for CSV and JSON: the same names in both.  In the CSV the stops
-// are one column each (stops_per_mread_<stop>) and `rounds` is their count;
-// the JSON keeps the stops as an object and puts every round in `rounds`.
-report::Records pread_records(const PreadScalingResult& r) {
-  report::Records rec({"size",
-                       "variant",
-                       "threads",
-                       "path",
-                       "rounds",
-                       "reads_per_sec",
-                       "reads_per_sec_min",
-                       "reads_per_sec_max",
-                       "ns_per_read",
-                       "cpu_share",
-                       "cpu_ns_per_read",
-                       "ratio_to_ref",
-                       "ratio_to_ref_min",
-                       "ratio_to_ref_max",
-                       "times_floor",
-                       "times_floor_min",
-                       "times_floor_max",
-                       "ns_over_floor",
-                       "fast_read_fraction",
-                       "warm",
-                       "stops_per_mread"});
-  for (const auto& row : r.rows) {
-    nlohmann::ordered_json stops = nlohmann::ordered_json::object();
-    for (std::size_t s = 0; s < kStops; s++) {
-      stops[std::string(cache::stop_name(static_cast<Stop>(s)))] = row.stops_per_mread[s];
-    }
-    rec.add({row.size,
-             pread_variant_name(row.variant),
-             row.threads,
-             pread_path_name(row.path),
-             row.rounds.size(),
-             row.reads_per_sec,
-             row.reads_per_sec_min,
-             row.reads_per_sec_max,
-             row.ns_per_read,
-             row.cpu_share,
-             row.cpu_ns_per_read,
-             row.ratio_to_ref,
-             row.ratio_to_ref_min,
-             row.ratio_to_ref_max,
-             row.times_floor,
-             row.times_floor_min,
-             row.times_floor_max,
-             row.ns_over_floor,
-             row.fast_read_fraction,
-             row.all_warm,
-             stops});
-  }
-  return rec;
-}
-
-}  // namespace
-
-std::string pread_csv(const PreadScalingResult& r) { return pread_records(r).csv(); }
-
-std::string pread_json(const PreadScalingResult& r) {
-  using report::finite_or_null;
-  const PreadScalingParams& p = r.params;
-  nlohmann::json cfg = {{"seconds", p.seconds},
-                        {"settle", p.settle},
-                        {"rounds", p.rounds},
-                        {"batch", p.batch},
-                        {"defer", p.defer},
-                        {"pin", p.pin},
-                        {"backing", pread_backing_name(p.backing)},
-                        {"sizes", p.sizes},
-                        {"threads", p.threads},
-                        {"cpus", r.cpus}};
-  for (PreadPath path : p.paths) cfg["paths"].push_back(pread_path_name(path));
-  for (PreadVariant v : p.variants) cfg["variants"].push_back(pread_variant_name(v));
-  nlohmann::json rows = pread_records(r).json();
-  for (std::size_t i = 0; i < r.rows.size(); i++) {
-    nlohmann::json rounds = nlohmann::json::array();
-    for (const auto& m : r.rows[i].rounds) {
-      nlohmann::json ms = nlohmann::json::object();
-      for (std::size_t s = 0; s < kStops; s++) {
-        ms[std::string(cache::stop_name(static_cast<Stop>(s)))] = m.stops[s];
-      }
-      rounds.push_back({{"reads", m.reads},
-                        {"seconds", m.seconds},
-                        {"reads_per_sec", m.reads_per_sec},
-                        {"ns_per_read", finite_or_null(m.ns_per_read)},
-                        {"thread_reads_min", m.thread_reads_min},
-                        {"thread_reads_max", m.thread_reads_max},
-                        {"cpu_seconds", m.cpu_seconds},
-                        {"cpu_share", m.cpu_share},
-                        {"cpu_ns_per_read", finite_or_null(m.cpu_ns_per_read)},
-                        {"cache_reads", m.cache_reads},
-                        {"fast_reads", m.fast_reads},
-                        {"slow_hits", m.slow_hits},
-                        {"misses", m.misses},
-                        {"waits", m.waits},
-                        {"stops", ms},
-                        {"warm_passes", m.warm_passes},
-                        {"warm", m.warm}});
-    }
-    rows[i]["rounds"] = rounds;  // the count in the CSV, every round here
-  }
-  return nlohmann::json{
-             {"config", cfg}, {"rows", rows}, {"targets", report::targets_json(r.targets)}}
-             .dump(2) +
-         "\n";
 }
 
 }  // namespace norefs::tools

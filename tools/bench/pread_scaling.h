@@ -26,6 +26,16 @@
 // source (page by page, as every path copies) with no cache, no lookup and
 // no read-side section.  It is the limit any read path can reach here; what
 // a path adds to it is the path's own cost.
+//
+// noref-remote is noref with the N threads replaced by N reader processes,
+// one thread each (tools/bench/remote_readers.h): the same fresh cache, the
+// same files and handles warmed the same way in this process, then each
+// process maps the cache's shared region and the reader registry and reads
+// `size` bytes at 0 of its file's SharedFile through the one fast path
+// (cache/fast_path.h) under remote_rcu::ReadGuard, pinned as the threads
+// are, counting reads in its own memory and in its own CacheStats slot
+// (counted per process), and reports counts and its CPU clock over its
+// socket.  Its rows' `threads` are processes.
 #pragma once
 
 #include <array>
@@ -51,15 +61,19 @@ std::optional<PreadVariant> parse_pread_variant(std::string_view s);
 // A temp file (FdBacking) / bytes generated in memory (GeneratedBacking).
 enum class PreadBacking { file, memory };
 std::string_view pread_backing_name(PreadBacking b);
+// "16", "4K", "1M": sizes as the table and the progress lines write them.
+std::string pread_size_name(std::size_t n);
 
-// What one row measures: the floor, or one of the cache's read paths.
-enum class PreadPath { floor, noref, ref, ref_fetchadd, stackcopy };
-std::string_view pread_path_name(PreadPath p);  // "floor", or the cache's name
+// What one row measures: the floor, or one of the cache's read paths, or
+// noref-remote: the noref fast path run by readers in other processes.
+enum class PreadPath { floor, noref, noref_remote, ref, ref_fetchadd, stackcopy };
+// "floor", "noref-remote", or the cache's name
+std::string_view pread_path_name(PreadPath p);
 std::optional<PreadPath> parse_pread_path(std::string_view s);
 
 struct PreadScalingParams {
-  std::vector<PreadPath> paths{PreadPath::floor, PreadPath::noref, PreadPath::ref,
-                               PreadPath::ref_fetchadd, PreadPath::stackcopy};
+  std::vector<PreadPath> paths{PreadPath::floor, PreadPath::noref,        PreadPath::noref_remote,
+                               PreadPath::ref,   PreadPath::ref_fetchadd, PreadPath::stackcopy};
   std::vector<std::size_t> sizes{1, 16, 32, 256, 1024, 4096, 65536, 1048576};
   std::vector<PreadVariant> variants{PreadVariant::shared, PreadVariant::private_};
   std::vector<unsigned> threads{1, 2, 4};
@@ -72,6 +86,9 @@ struct PreadScalingParams {
   PreadBacking backing = PreadBacking::file;
   std::string tmp_dir = "/tmp";
   unsigned max_warm_passes = 64;
+  // noref-remote: the reader program (tools/bench/remote_reader.cc); empty:
+  // default_remote_reader() (beside this program).
+  std::string remote_reader;
 };
 
 // One (round, size, variant, threads, path).
@@ -88,6 +105,9 @@ struct PreadMeasurement {
   // The cache's counters over the same interval (sum of its per-thread slots).
   std::uint64_t cache_reads = 0, fast_reads = 0, slow_hits = 0, misses = 0, waits = 0;
   std::array<std::uint64_t, cache::kStops> stops{};
+  // noref-remote: reads that returned short (a fast-path stop, with no
+  // reference path in the reader's process to continue on).
+  std::uint64_t short_reads = 0;
   unsigned warm_passes = 0;  // passes until one was clean
   bool warm = false;         // a clean pass happened within max_warm_passes
 };
@@ -144,8 +164,8 @@ PreadMeasurement measure_pread(const PreadScalingParams& p, std::size_t size, Pr
 void aggregate_pread_rows(std::vector<PreadRow>& rows);
 std::vector<PreadTarget> evaluate_pread_targets(const std::vector<PreadRow>& rows);
 
-// Output.  The effective configuration (one or two lines), the table, the
-// targets, and the machine-readable forms of the same rows.
+// Output (pread_scaling_report.cc, with the targets).  The effective configuration (one or two
+// lines), the table, the targets, and the machine-readable forms of the same rows.
 std::string describe_pread_config(const PreadScalingParams& p, long cpus);
 std::string format_pread_table(const PreadScalingResult& r);
 std::string format_pread_targets(const PreadScalingResult& r);

@@ -32,15 +32,20 @@ bool write_file(const std::string& path, const std::string& text) {
 static int run(int argc, char** argv) {
   CLI::App app{
       "norefs_pread_scaling: reads/s of noref, ref, ref-fetchadd and stackcopy against the "
-      "floor, N threads reading the same bytes, will-it-scale style"};
+      "floor, N threads reading the same bytes, will-it-scale style; noref-remote: N reader "
+      "processes"};
   PreadScalingParams p;
-  std::vector<std::string> paths{"floor", "noref", "ref", "ref-fetchadd", "stackcopy"};
+  std::vector<std::string> paths{"floor", "noref",        "noref-remote",
+                                 "ref",   "ref-fetchadd", "stackcopy"};
   std::vector<std::string> variants{"shared", "private"};
   std::string defer = "on", pin = "on", backing = "file";
   std::string csv_path, json_path;
-  app.add_option("--paths", paths, "read paths, and floor (a copy with no cache: the limit)")
+  app.add_option("--paths", paths,
+                 "read paths, and floor (a copy with no cache: the limit); noref-remote: noref "
+                 "read by N processes")
       ->delimiter(',')
-      ->check(CLI::IsMember({"floor", "noref", "ref", "ref-fetchadd", "stackcopy"}));
+      ->check(
+          CLI::IsMember({"floor", "noref", "noref-remote", "ref", "ref-fetchadd", "stackcopy"}));
   app.add_option("--sizes", p.sizes, "read sizes in bytes (file: max(size, 4096) bytes)")
       ->delimiter(',')
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
@@ -67,6 +72,9 @@ static int run(int argc, char** argv) {
   app.add_option("--backing", backing, "file (temp file in --tmp-dir) or memory")
       ->check(CLI::IsMember({"file", "memory"}));
   app.add_option("--tmp-dir", p.tmp_dir, "where the temp files are made (and unlinked)");
+  app.add_option("--remote-reader", p.remote_reader,
+                 "noref-remote: the reader program (default: norefs_remote_reader beside this "
+                 "one)");
   app.add_option("--csv", csv_path, "also write the rows as CSV to this file");
   app.add_option("--json", json_path, "also write config, rows and targets as JSON to this file");
   CLI11_PARSE(app, argc, argv);

@@ -28,9 +28,11 @@
 #include <thread>
 
 #include "alloc/page_pool.h"
+#include "alloc/reader_registry.h"
 #include "alloc/stats_block.h"
 #include "cache/cache_stats.h"
 #include "cache/page_cache.h"
+#include "tools/bench/remote_readers.h"
 #include "tools/ctl/ctl.h"
 #include "tools/lib/report.h"
 
@@ -78,11 +80,15 @@ std::uint64_t minor_faults(long pid) {
   return 0;
 }
 
-// Where the counters are, and whose RSS to sample.
+// Where the counters are, and whose RSS to sample; the reader registry
+// whose grace periods the cell waits for (nullptr: none in the run), and
+// the reader process to stop inside a section (nullptr: none).
 struct Probe {
   long pid;
   const alloc::StatsReader* alloc;
   const cache::CacheStatsReader* cache;
+  alloc::ReaderRegistry* registry = nullptr;
+  RemoteReader* stopper = nullptr;
 };
 
 // One sample: pages waiting for a grace period, pages cached, pages not
@@ -179,8 +185,18 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
   cache::CacheCounters k0 = probe.cache->sum();
   std::uint64_t f0 = minor_faults(probe.pid);
 
+  const alloc::ReaderRegistryStats g0 =
+      probe.registry ? probe.registry->stats() : alloc::ReaderRegistryStats{};
+  c.registry_slots = g0.slots_in_use;
   std::atomic<bool> stop{false};
-  std::vector<std::uint64_t> bytes(n, 0);
+  // Single writer each (its loader: relaxed load + store); summed by the
+  // stopper during the load, and after the join.
+  std::vector<std::atomic<std::uint64_t>> bytes(n);
+  auto total_bytes = [&] {
+    std::uint64_t sum = 0;
+    for (const auto& b : bytes) sum += b.load(std::memory_order_relaxed);
+    return sum;
+  };
   std::vector<std::string> errors(n);
   std::vector<std::thread> loaders;
   const std::uint64_t t0 = now_ns();
@@ -192,7 +208,8 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
             std::size_t len = static_cast<std::size_t>(
                 std::min<std::uint64_t>(p.write_bytes, p.file_bytes - off));
             files[i]->write(bufs[i].data(), len, off + p.write_offset);
-            bytes[i] += len;
+            bytes[i].store(bytes[i].load(std::memory_order_relaxed) + len,
+                           std::memory_order_relaxed);
           }
           files[i]->free_all(c.variant, p.file_bytes + p.write_offset);
         }
@@ -203,6 +220,44 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
     });
   }
   const std::uint64_t load_end = t0 + static_cast<std::uint64_t>(p.seconds * 1e9);
+  // The stop (stop_reader_ms): at 1/3 of the load the reader enters a
+  // section ("in" once it is inside), is stopped for stop_reader_ms, then
+  // continues and leaves it.  Its window, for the sampler: [begin, end)
+  // in now_ns(), 0 until set (release/acquire: the sampler then also sees
+  // the bytes read before it).
+  std::atomic<std::uint64_t> stop_begin{0}, stop_end{0};
+  std::string stop_error;
+  std::thread stopper;
+  if (probe.stopper) {
+    stopper = std::thread([&] {
+      RemoteReader& r = *probe.stopper;
+      sleep_until_ns(t0 + static_cast<std::uint64_t>(p.seconds * 1e9 / 3));
+      if (stop.load() || stopped(p)) return;
+      try {
+        r.send('e');
+        r.expect("in");
+        if (kill(r.pid(), SIGSTOP) != 0) sys_fail("kill(SIGSTOP) of the remote reader");
+        const std::uint64_t b0 = total_bytes(), s0 = now_ns();
+        stop_begin.store(s0, std::memory_order_release);
+        const std::uint64_t until = s0 + std::uint64_t{p.stop_reader_ms} * 1000000;
+        // In 10 ms steps, so that a failed loader or a signal ends it early.
+        while (now_ns() < until && !stop.load() && !stopped(p)) {
+          sleep_until_ns(std::min(until, now_ns() + 10000000));
+        }
+        const std::uint64_t b1 = total_bytes(), s1 = now_ns();
+        stop_end.store(s1, std::memory_order_release);
+        kill(r.pid(), SIGCONT);
+        r.send('l');
+        r.expect("out");
+        c.stop_ms = static_cast<double>(s1 - s0) / 1e6;
+        c.stop_gib_per_s =
+            static_cast<double>(b1 - b0) / (1024.0 * kMiB) / (static_cast<double>(s1 - s0) / 1e9);
+      } catch (const std::exception& e) {
+        kill(r.pid(), SIGCONT);
+        stop_error = e.what();
+      }
+    });
+  }
   double sum_w = 0, sum_c = 0, sum_r = 0;
   const std::uint64_t bound_kib = c.bound_pages * kPage / 1024;
   const std::uint64_t slack_kib = c.idle_rss_kib + p.rss_slack_bytes / 1024;
@@ -221,10 +276,20 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
         c.peak_rss_kib = std::max(c.peak_rss_kib, r);
         if (c.bound_pages && smp.live_min > c.bound_pages) c.samples_over_bound++;
         if (c.bound_pages && r > bound_kib + slack_kib) c.rss_over_bound_samples++;
+        if (probe.registry) {
+          const alloc::ReaderRegistryStats g = probe.registry->stats();
+          c.max_gp_blocked_ms = std::max(c.max_gp_blocked_ms, g.blocking_ms);
+          if (probe.stopper && g.blocking_pid == probe.stopper->pid()) {
+            c.stop_blocker_named = true;
+          }
+        }
+        const std::uint64_t sb = stop_begin.load(std::memory_order_acquire);
+        if (sb != 0 && stop_end.load(std::memory_order_acquire) == 0) c.stop_samples++;
         return false;
       });
   stop.store(true);
   for (auto& t : loaders) t.join();
+  if (stopper.joinable()) stopper.join();
   const std::uint64_t t1 = now_ns();
   c.seconds = static_cast<double>(t1 - t0) / 1e9;
   if (stopped(p)) throw Interrupted();
@@ -232,10 +297,20 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
     if (!errors[i].empty())
       throw std::runtime_error("loader " + std::to_string(i) + ": " + errors[i]);
   }
+  if (!stop_error.empty()) throw std::runtime_error("stopping the remote reader: " + stop_error);
+  if (probe.stopper && stop_end.load() == 0) {
+    throw std::runtime_error("the load ended before the remote reader's stop did");
+  }
+  if (probe.registry) {
+    const alloc::ReaderRegistryStats g1 = probe.registry->stats();
+    c.registry_gps = g1.grace_periods - g0.grace_periods;
+    c.membarriers = g1.membarriers - g0.membarriers;
+    c.registry_waited = g1.waited - g0.waited;
+  }
   alloc::Counters a1 = probe.alloc->sum();
   cache::CacheCounters k1 = probe.cache->sum();
   c.minor_faults = minor_faults(probe.pid) - f0;
-  for (auto b : bytes) c.bytes += b;
+  c.bytes = total_bytes();
   c.gib_per_s = static_cast<double>(c.bytes) / (1024.0 * kMiB) / c.seconds;
   if (c.samples) {
     c.mean_waiting = sum_w / static_cast<double>(c.samples);
@@ -249,6 +324,7 @@ void measure(const Params& p, Cell& c, std::vector<std::unique_ptr<FileOps>>& fi
   c.write_alloc = k1[cache::Ctr::write_alloc] - k0[cache::Ctr::write_alloc];
   c.write_skipped = k1[cache::Ctr::write_skipped] - k0[cache::Ctr::write_skipped];
   c.limit_drains = k1[cache::Ctr::limit_drains] - k0[cache::Ctr::limit_drains];
+  c.limit_blocked = k1[cache::Ctr::limit_blocked] - k0[cache::Ctr::limit_blocked];
 
   // Memory given back: RSS against the live pages, after the load.
   if (p.settle_seconds > 0 && !stopped(p)) {
@@ -325,7 +401,7 @@ alloc::PagePoolConfig pool_config(const Params& p, const Cell& c) {
   return pc;
 }
 
-void run_inproc(const Params& p, Cell& c) {
+void run_inproc(const Params& p, Cell& c, alloc::ReaderRegistry* registry, RemoteReader* stopper) {
   std::string dir = temp_dir(p, "stats");
   struct Cleanup {
     std::string d;
@@ -348,7 +424,7 @@ void run_inproc(const Params& p, Cell& c) {
       files.push_back(std::make_unique<InprocFile>(pc, static_cast<int>(i)));
     alloc::StatsReader ar(cfg.pool.stats_path);
     cache::CacheStatsReader cr(cfg.stats_path);
-    measure(p, c, files, Probe{static_cast<long>(getpid()), &ar, &cr});
+    measure(p, c, files, Probe{static_cast<long>(getpid()), &ar, &cr, registry, stopper});
   }
 }
 
@@ -545,6 +621,20 @@ void run_mount(const Params& p, Cell& c) {
   measure(p, c, files, Probe{static_cast<long>(info.pid), &ar, &cr});
 }
 
+// After the readers exited: every slot they held is back (their thread-exit
+// destructors gave them back; a slot left behind is reclaimed as dead).
+// Throws if some slot stays taken: the next cells would pay for it.
+void wait_registry_empty(alloc::ReaderRegistry& registry) {
+  for (int i = 0; i < 300; i++) {  // 3 s
+    if (registry.stats().slots_in_use == 0) return;
+    if (i % 10 == 9) registry.reclaim_dead();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("the reader registry still has " +
+                           std::to_string(registry.stats().slots_in_use) +
+                           " slot(s) in use after its readers exited");
+}
+
 }  // namespace
 
 std::string_view target_name(Target t) { return t == Target::inproc ? "in-process" : "mount"; }
@@ -607,6 +697,42 @@ std::vector<Cell> run(const Params& p) {
   if (p.target == Target::mount && p.daemon.empty() == p.mount_dir.empty()) {
     throw std::invalid_argument("the mount target needs exactly one of --daemon and --mount");
   }
+  if (p.remote_readers.empty()) {
+    throw std::invalid_argument("remote readers: the list needs an entry (0: none)");
+  }
+  bool remote = false, every_remote = true;
+  for (unsigned r : p.remote_readers) {
+    remote = remote || r > 0;
+    every_remote = every_remote && r > 0;
+  }
+  if (remote && p.target == Target::mount) {
+    throw std::invalid_argument(
+        "--remote-readers: in-process target only (the daemon hands its reader registry to no "
+        "other process yet)");
+  }
+  if (p.stop_reader_ms > 0) {
+    if (!every_remote) {
+      throw std::invalid_argument("--stop-reader-ms needs --remote-readers >= 1 in every value");
+    }
+    for (Mode m : p.modes) {
+      if (m == Mode::defer || m == Mode::expedite) {
+        throw std::invalid_argument(
+            "--stop-reader-ms: modes off and bound only (defer and expedite have no bound: every "
+            "page freed during the stop would wait for it)");
+      }
+    }
+    if (p.stop_reader_ms >= p.seconds * 1000 * 2 / 3) {
+      throw std::invalid_argument(
+          "--stop-reader-ms must end before the load does: less than 2/3 of --seconds (the stop "
+          "starts at 1/3)");
+    }
+  }
+  const std::string program = p.remote_reader.empty() ? default_remote_reader() : p.remote_reader;
+  // One registry for the whole run, created before the first cell if any
+  // cell has readers, so that the cells with none run with a registry
+  // too (no slot in use: its grace periods pay a fence and a load).
+  alloc::ReaderRegistry* registry = remote ? &alloc::process_registry() : nullptr;
+  const int registry_fd = registry ? registry->fd() : -1;
   std::vector<Mode> modes = p.modes;
   std::vector<unsigned> gps = p.gp_intervals_us;
   if (p.target == Target::mount && p.daemon.empty()) {
@@ -618,32 +744,46 @@ std::vector<Cell> run(const Params& p) {
                       "rss_kib\n";
   }
   std::vector<Cell> cells;
+  const std::vector<unsigned>& readers = p.remote_readers;
   const std::size_t total =
-      p.rounds * p.variants.size() * gps.size() * p.threads.size() * modes.size();
+      p.rounds * p.variants.size() * gps.size() * p.threads.size() * readers.size() * modes.size();
   for (unsigned round = 0; round < p.rounds; round++) {
     for (Variant v : p.variants) {
       for (unsigned gp : gps) {
         for (unsigned n : p.threads) {
-          // Innermost: the modes of one N run back to back, in an order
-          // rotated by the round (the first cell of a group measured
-          // slower on a loaded machine: docs/punch-wait.md).
-          for (std::size_t k = 0; k < modes.size(); k++) {
-            Mode m = modes[(k + round) % modes.size()];
-            if (stopped(p)) throw Interrupted();
-            Cell c;
-            c.variant = v;
-            c.mode = m;
-            c.gp_interval_us = gp;
-            c.threads = n;
-            c.round = round;
-            if (p.target == Target::inproc) {
-              run_inproc(p, c);
-            } else {
-              run_mount(p, c);
+          for (std::size_t ri = 0; ri < readers.size(); ri++) {
+            const unsigned nr = readers[(ri + round) % readers.size()];
+            // The readers idle through every mode of the group, then exit:
+            // the next group starts from an empty registry.
+            std::vector<RemoteReader> idle;
+            for (unsigned i = 0; i < nr; i++) {
+              idle.push_back(RemoteReader::idle_reader(program, registry_fd, -1));
             }
-            if (stopped(p)) throw Interrupted();
-            cells.push_back(c);
-            if (p.progress) p.progress(cells.back(), cells.size(), total);
+            // Innermost: the modes of one N run back to back, in an order
+            // rotated by the round (the first cell of a group measured
+            // slower on a loaded machine: docs/punch-wait.md).
+            for (std::size_t k = 0; k < modes.size(); k++) {
+              Mode m = modes[(k + round) % modes.size()];
+              if (stopped(p)) throw Interrupted();
+              Cell c;
+              c.variant = v;
+              c.mode = m;
+              c.gp_interval_us = gp;
+              c.threads = n;
+              c.round = round;
+              c.remote_readers = nr;
+              if (p.target == Target::inproc) {
+                run_inproc(p, c, registry,
+                           p.stop_reader_ms > 0 && !idle.empty() ? &idle[0] : nullptr);
+              } else {
+                run_mount(p, c);
+              }
+              if (stopped(p)) throw Interrupted();
+              cells.push_back(c);
+              if (p.progress) p.progress(cells.back(), cells.size(), total);
+            }
+            for (auto& r : idle) r.finish();
+            if (registry) wait_registry_empty(*registry);
           }
         }
       }
@@ -669,7 +809,13 @@ std::string describe(const Params& p) {
      << "threads (N): " << list(p.threads, [](unsigned n) { return std::to_string(n); }) << "\n"
      << "gp_interval_us: " << list(p.gp_intervals_us, [](unsigned n) { return std::to_string(n); })
      << "\n"
-     << "file: " << static_cast<double>(p.file_bytes) / kMiB << " MiB per loader, written in "
+     << "remote readers: " << list(p.remote_readers, [](unsigned n) { return std::to_string(n); })
+     << " (idle reader processes registered with this process's reader registry)\n";
+  if (p.stop_reader_ms > 0) {
+    os << "stop reader: one of them inside a section, SIGSTOPped for " << p.stop_reader_ms
+       << " ms from 1/3 of each load\n";
+  }
+  os << "file: " << static_cast<double>(p.file_bytes) / kMiB << " MiB per loader, written in "
      << p.write_bytes << "-byte pieces at offset +" << p.write_offset << "\n"
      << "bound B (mode bound): " << static_cast<double>(p.bound_bytes) / kMiB << " MiB\n"
      << "expedite_pages: " << p.expedite_pages << "\n"
@@ -689,7 +835,7 @@ namespace {
 const Cell* base_of(const std::vector<Cell>& cells, const Cell& c) {
   for (const Cell& b : cells) {
     if (b.mode == Mode::off && b.variant == c.variant && b.gp_interval_us == c.gp_interval_us &&
-        b.threads == c.threads && b.round == c.round) {
+        b.threads == c.threads && b.round == c.round && b.remote_readers == c.remote_readers) {
       return &b;
     }
   }
@@ -699,6 +845,27 @@ double ratio(const std::vector<Cell>& cells, const Cell& c) {
   const Cell* b = base_of(cells, c);
   return b && b->gib_per_s > 0 ? c.gib_per_s / b->gib_per_s : NAN;
 }
+// The same cell with no remote reader (same variant, mode, gp interval, N
+// and round), or nullptr.
+const Cell* no_readers_of(const std::vector<Cell>& cells, const Cell& c) {
+  for (const Cell& b : cells) {
+    if (b.remote_readers == 0 && b.mode == c.mode && b.variant == c.variant &&
+        b.gp_interval_us == c.gp_interval_us && b.threads == c.threads && b.round == c.round) {
+      return &b;
+    }
+  }
+  return nullptr;
+}
+// GiB/s and mean waiting against no_readers_of(); NaN without one (or a
+// zero to divide by).
+double gib_vs_r0(const std::vector<Cell>& cells, const Cell& c) {
+  const Cell* b = no_readers_of(cells, c);
+  return b && b->gib_per_s > 0 ? c.gib_per_s / b->gib_per_s : NAN;
+}
+double waiting_vs_r0(const std::vector<Cell>& cells, const Cell& c) {
+  const Cell* b = no_readers_of(cells, c);
+  return b && b->mean_waiting > 0 ? c.mean_waiting / b->mean_waiting : NAN;
+}
 }  // namespace
 
 void print_table(std::ostream& os, const std::vector<Cell>& cells) {
@@ -707,6 +874,7 @@ void print_table(std::ostream& os, const std::vector<Cell>& cells) {
                        {"mode", A::left},
                        {"gp_us", A::right},
                        {"N", A::right},
+                       {"rdr", A::right},
                        {"mean MiB", A::right},
                        {"peak MiB", A::right},
                        {"GiB/s", A::right},
@@ -724,19 +892,62 @@ void print_table(std::ostream& os, const std::vector<Cell>& cells) {
     table.add_row(
         {std::string(variant_name(c.variant)), std::string(mode_name(c.mode)),
          std::to_string(c.gp_interval_us), std::to_string(c.threads),
-         fmt("%.1f", mib(c.mean_waiting)), fmt("%.1f", mib(static_cast<double>(c.peak_waiting))),
-         fmt("%.2f", c.gib_per_s), fmt("%.2f", ratio(cells, c)), fmt("%.0f", c.expedites_per_s),
-         fmt("%.0f", c.gp_per_s), fmt("%.0f", static_cast<double>(c.peak_rss_kib) / 1024.0),
+         std::to_string(c.remote_readers), fmt("%.1f", mib(c.mean_waiting)),
+         fmt("%.1f", mib(static_cast<double>(c.peak_waiting))), fmt("%.2f", c.gib_per_s),
+         fmt("%.2f", ratio(cells, c)), fmt("%.0f", c.expedites_per_s), fmt("%.0f", c.gp_per_s),
+         fmt("%.0f", static_cast<double>(c.peak_rss_kib) / 1024.0),
          fmt("%.0f", mib(static_cast<double>(c.peak_total))),
          c.bound_pages ? std::to_string(c.samples_over_bound) : "-",
          c.settle_ms >= 0 ? fmt("%.0f", c.settle_ms) : "never", std::to_string(c.minor_faults)});
   }
   os << table.str()
-     << "(MiB waiting: mean and peak of the 2 ms samples; x off: GiB/s against defer=off of the\n"
-        " same variant, gp interval, N and round; peak c+w: cached + waiting, MiB; over B:\n"
-        " samples with more pages out of the arena than the bound; settle: ms after the load\n"
-        " until RSS <= live pages + idle RSS + slack; minflt: minor faults of the cache's\n"
-        " process)\n";
+     << "(rdr: idle registered readers in other processes; MiB waiting: mean and peak of the\n"
+        " 2 ms samples; x off: GiB/s against defer=off of the same variant, gp interval, N,\n"
+        " readers and round; peak c+w: cached + waiting, MiB; over B: samples with more pages\n"
+        " out of the arena than the bound; settle: ms after the load until RSS <= live pages +\n"
+        " idle RSS + slack; minflt: minor faults of the cache's process)\n";
+  bool any_registry = false;
+  for (const Cell& c : cells) any_registry = any_registry || c.remote_readers > 0;
+  if (!any_registry) return;
+  // The readers in other processes and the registry's grace periods.
+  report::Table reg({{"variant", A::left},
+                     {"mode", A::left},
+                     {"gp_us", A::right},
+                     {"N", A::right},
+                     {"rdr", A::right},
+                     {"slots", A::right},
+                     {"reg gp/s", A::right},
+                     {"membar/s", A::right},
+                     {"waited", A::right},
+                     {"held ms", A::right},
+                     {"lim blk", A::right},
+                     {"skipped", A::right},
+                     {"stop ms", A::right},
+                     {"stop GiB/s", A::right},
+                     {"named", A::left},
+                     {"GiB x r0", A::right},
+                     {"wait x r0", A::right}});
+  for (const Cell& c : cells) {
+    const bool stop = c.stop_ms > 0;
+    reg.add_row({std::string(variant_name(c.variant)), std::string(mode_name(c.mode)),
+                 std::to_string(c.gp_interval_us), std::to_string(c.threads),
+                 std::to_string(c.remote_readers), std::to_string(c.registry_slots),
+                 fmt("%.0f", static_cast<double>(c.registry_gps) / c.seconds),
+                 fmt("%.0f", static_cast<double>(c.membarriers) / c.seconds),
+                 std::to_string(c.registry_waited), std::to_string(c.max_gp_blocked_ms),
+                 std::to_string(c.limit_blocked), std::to_string(c.write_skipped),
+                 stop ? fmt("%.0f", c.stop_ms) : "-", stop ? fmt("%.2f", c.stop_gib_per_s) : "-",
+                 stop ? (c.stop_blocker_named ? "yes" : "no") : "-",
+                 fmt("%.2f", gib_vs_r0(cells, c)), fmt("%.2f", waiting_vs_r0(cells, c))});
+  }
+  os << "\n"
+     << reg.str()
+     << "(slots: registry slots in use at the load's start; reg gp/s, membar/s: the registry's\n"
+        " grace periods and membarrier calls; waited: grace periods that found a reader inside\n"
+        " a section; held ms: the longest a grace period was held back by one, from the 2 ms\n"
+        " samples; lim blk: the limit gave up waiting (no progress); skipped: pages of writes\n"
+        " left uncached; stop: the stopped reader's time, GiB/s meanwhile, whether the registry\n"
+        " named its pid; x r0: GiB/s and mean waiting against the same cell with 0 readers)\n";
 }
 
 namespace {
@@ -775,7 +986,20 @@ report::Records cell_records(const std::vector<Cell>& cells) {
                        "end_live_pages",
                        "write_alloc",
                        "write_skipped",
-                       "limit_drains"});
+                       "limit_drains",
+                       "limit_blocked",
+                       "remote_readers",
+                       "registry_slots",
+                       "registry_gps",
+                       "membarriers",
+                       "registry_waited",
+                       "max_gp_blocked_ms",
+                       "stop_ms",
+                       "stop_samples",
+                       "stop_blocker_named",
+                       "stop_gib_per_s",
+                       "gib_vs_no_readers",
+                       "waiting_vs_no_readers"});
   for (const Cell& c : cells) {
     rec.add({variant_name(c.variant),
              mode_name(c.mode),
@@ -809,7 +1033,20 @@ report::Records cell_records(const std::vector<Cell>& cells) {
              c.end_live_pages,
              c.write_alloc,
              c.write_skipped,
-             c.limit_drains});
+             c.limit_drains,
+             c.limit_blocked,
+             c.remote_readers,
+             c.registry_slots,
+             c.registry_gps,
+             c.membarriers,
+             c.registry_waited,
+             c.max_gp_blocked_ms,
+             c.stop_ms,
+             c.stop_samples,
+             c.stop_blocker_named,
+             c.stop_gib_per_s,
+             gib_vs_r0(cells, c),
+             waiting_vs_r0(cells, c)});
   }
   return rec;
 }
@@ -839,6 +1076,8 @@ nlohmann::json to_json(const Params& p, const std::vector<Cell>& cells) {
       {"sample_us", p.sample_us},
       {"rounds", p.rounds},
       {"rss_slack_bytes", p.rss_slack_bytes},
+      {"remote_readers", p.remote_readers},
+      {"stop_reader_ms", p.stop_reader_ms},
       {"cores", std::thread::hardware_concurrency()},
   };
   j["cells"] = cell_records(cells).json();

@@ -23,6 +23,19 @@
 // pages cached, and VmRSS of the process holding the cache (the daemon's
 // for the mount target).  After the load stops sampling goes on for
 // settle_seconds, to see the memory come back.
+//
+// Readers in other processes (in-process target only: the daemon hands its
+// registry to no one yet).  remote_readers = R starts R processes
+// (norefs_remote_reader idle: tools/bench/remote_readers.h) that attach to
+// this process's reader registry, take a slot with one empty section and
+// sleep, so that every grace period of the cell pays the registry's
+// membarrier and scan; R is one more dimension of the cells, between N and
+// the modes, its values in an order rotated by the round like the modes'.
+// stop_reader_ms = MS (with R >= 1): at 1/3 of each cell's load the first
+// reader enters a section and is SIGSTOPped for MS, then SIGCONTed and
+// leaves it.  Grace periods wait for it the whole time; the cell reports the
+// bound's samples, limit_blocked, how long the registry held grace periods
+// back, and the throughput during the stop.
 #pragma once
 
 #include <atomic>
@@ -54,6 +67,9 @@ struct Params {
   std::vector<Mode> modes{Mode::off, Mode::defer, Mode::expedite, Mode::bound};
   std::vector<unsigned> threads{1, 2, 4, 8, 16};
   std::vector<unsigned> gp_intervals_us{1000, 20000};
+  std::vector<unsigned> remote_readers{0};  // idle registered reader processes, per cell
+  unsigned stop_reader_ms = 0;              // SIGSTOP one of them inside a section for this long
+  std::string remote_reader;                // the reader program; empty: default_remote_reader()
   std::uint64_t file_bytes = 64ull << 20;
   std::size_t write_bytes = 1 << 20;
   std::uint64_t write_offset = 0;            // shifts every write (unaligned: partial pages)
@@ -110,6 +126,24 @@ struct Cell {
   double settle_ms = -1;
   std::uint64_t end_rss_kib = 0, end_live_pages = 0;
   std::uint64_t write_alloc = 0, write_skipped = 0, limit_drains = 0;
+  // The limit gave up waiting: grace periods made no progress (Ctr::limit_blocked).
+  std::uint64_t limit_blocked = 0;
+  // Readers in other processes: how many were started, and the registry's
+  // slots in use when the load began (theirs: this process holds none).
+  unsigned remote_readers = 0;
+  std::uint64_t registry_slots = 0;
+  // The registry's grace periods and membarrier calls during the load, those
+  // that found a reader inside a section, and the longest any was held back
+  // by one (its blocking_ms, sampled).
+  std::uint64_t registry_gps = 0, membarriers = 0, registry_waited = 0;
+  std::uint64_t max_gp_blocked_ms = 0;
+  // stop_reader_ms: the stop as it happened (0: none), the samples taken
+  // during it, whether the registry named the stopped pid as the blocker,
+  // and GiB/s during the stop (the rest: gib_per_s over the whole load).
+  double stop_ms = 0;
+  std::uint64_t stop_samples = 0;
+  bool stop_blocker_named = false;
+  double stop_gib_per_s = 0;
 };
 
 struct Interrupted : std::runtime_error {

@@ -70,6 +70,17 @@ static int run(int argc, char** argv) {
                  "grace-period pacing(s); ~20000 is the kernel's normal pacing")
       ->delimiter(',')
       ->check(CLI::Range(0u, 1000000u));
+  app.add_option("--remote-readers", p.remote_readers,
+                 "idle reader processes registered with the reader registry, per cell (in-process "
+                 "target; several values: interleaved)")
+      ->delimiter(',')
+      ->check(CLI::Range(0u, 64u));
+  app.add_option("--stop-reader-ms", p.stop_reader_ms,
+                 "one remote reader enters a section and is SIGSTOPped this long from 1/3 of each "
+                 "load (modes off and bound)")
+      ->check(CLI::Range(0u, 3600000u));
+  app.add_option("--remote-reader", p.remote_reader,
+                 "the reader program (default: norefs_remote_reader beside this one)");
   app.add_option("--file-mib", file_mib, "file per loader, MiB")->check(CLI::Range(0.004, 4096.0));
   app.add_option("--write-bytes", p.write_bytes, "bytes per write")
       ->check(CLI::Range(std::size_t{1}, std::size_t{64} << 20));

@@ -61,6 +61,9 @@ PreadScalingParams tiny() {
   p.settle = 0.01;
   p.pin = false;
   p.rounds = 1;
+#ifdef NOREFS_REMOTE_READER
+  p.remote_reader = NOREFS_REMOTE_READER;
+#endif
   return p;
 }
 
@@ -71,16 +74,18 @@ TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
       p, [&](const std::string& line, bool done) { progress.emplace_back(line, done); });
 
   // sizes x variants x threads x paths, in that order.
-  ASSERT_EQ(r.rows.size(), 2u * 2u * 2u * 5u);
+  ASSERT_EQ(r.rows.size(), 2u * 2u * 2u * 6u);
   // A progress line per measurement, then one for the round.
   ASSERT_EQ(progress.size(), r.rows.size() + 1);
-  EXPECT_EQ(progress[0].first.rfind("round 1/1  1/40  floor 16B shared 1 thread: ", 0), 0u)
+  EXPECT_EQ(progress[0].first.rfind("round 1/1  1/48  floor 16B shared 1 thread: ", 0), 0u)
       << progress[0].first;
   EXPECT_NE(progress[0].first.find(" reads/s"), std::string::npos) << progress[0].first;
   EXPECT_FALSE(progress[0].second);
-  EXPECT_EQ(progress[39].first.rfind("round 1/1  40/40  stackcopy 64KB private 2 threads: ", 0), 0u)
-      << progress[39].first;
-  EXPECT_EQ(progress.back().first.rfind("round 1/1 done (40 measurements, ", 0), 0u)
+  EXPECT_EQ(progress[2].first.rfind("round 1/1  3/48  noref-remote 16B shared 1 process: ", 0), 0u)
+      << progress[2].first;
+  EXPECT_EQ(progress[47].first.rfind("round 1/1  48/48  stackcopy 64KB private 2 threads: ", 0), 0u)
+      << progress[47].first;
+  EXPECT_EQ(progress.back().first.rfind("round 1/1 done (48 measurements, ", 0), 0u)
       << progress.back().first;
   EXPECT_TRUE(progress.back().second);
   for (const auto& row : r.rows) {
@@ -115,16 +120,26 @@ TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
     // on its fast path (a property of the warm-up, not a speed).  Near, not
     // equal: the counters are snapshotted while threads bump them, `reads`
     // before `fast_reads`, so each edge may be off by one per thread.
-    if (row.path == PreadPath::noref) {
+    if (row.path == PreadPath::noref || row.path == PreadPath::noref_remote) {
       EXPECT_NEAR(static_cast<double>(row.rounds[0].fast_reads),
                   static_cast<double>(row.rounds[0].cache_reads), 2.0 * row.threads);
       for (double s : row.stops_per_mread) EXPECT_EQ(s, 0);
     }
+    // noref-remote: the counts are the reader processes' own (their loops
+    // and their CacheStats slots, reported over their sockets), their
+    // fast path served every read (0 stops above, none short), and this
+    // process read nothing meanwhile.
+    if (row.path == PreadPath::noref_remote) {
+      EXPECT_GT(row.rounds[0].fast_reads, 0u);
+      EXPECT_EQ(row.rounds[0].short_reads, 0u);
+      EXPECT_EQ(row.rounds[0].slow_hits + row.rounds[0].misses + row.rounds[0].waits, 0u);
+      EXPECT_GT(row.rounds[0].thread_reads_min, 0u) << "every process read";
+    }
   }
 
-  // a, b, c, d for 64K x 2 variants x 2 thread counts, e for 16 B, and f
-  // (4K, not in this sweep).
-  ASSERT_EQ(r.targets.size(), 3u + 4u + 1u + 1u);
+  // a, b, c, d for 64K x 2 variants x 2 thread counts, e for 16 B, f (4K,
+  // not in this sweep), g and h (noref-remote).
+  ASSERT_EQ(r.targets.size(), 3u + 4u + 1u + 1u + 2u);
   for (const auto& t : r.targets) {
     if (t.id == "f") {
       EXPECT_FALSE(t.measured);
@@ -136,11 +151,13 @@ TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
   }
 
   std::string config = describe_pread_config(p, r.cpus);
-  EXPECT_NE(config.find("paths=floor,noref,ref,ref-fetchadd,stackcopy"), std::string::npos)
+  EXPECT_NE(config.find("paths=floor,noref,noref-remote,ref,ref-fetchadd,stackcopy"),
+            std::string::npos)
       << config;
   EXPECT_NE(config.find("defer=on"), std::string::npos) << config;
   std::string table = format_pread_table(r);
   EXPECT_NE(table.find("ref-fetchadd"), std::string::npos);
+  EXPECT_NE(table.find("noref-remote"), std::string::npos);
   std::string targets = format_pread_targets(r);
   EXPECT_NE(targets.find("(a)"), std::string::npos);
   EXPECT_NE(targets.find("(d)"), std::string::npos);
@@ -172,7 +189,7 @@ TEST(PreadScalingStress, TinySweepHasEveryRowAndWritesCsvAndJson) {
   nlohmann::json j = nlohmann::json::parse(text);
   ASSERT_EQ(j["rows"].size(), r.rows.size());
   EXPECT_EQ(j["config"]["rounds"], 1);
-  EXPECT_EQ(j["config"]["paths"].size(), 5u);
+  EXPECT_EQ(j["config"]["paths"].size(), 6u);
   for (std::size_t i = 0; i < r.rows.size(); i++) {
     const auto& row = j["rows"][i];
     EXPECT_EQ(row["size"].get<std::size_t>(), r.rows[i].size);
@@ -315,6 +332,37 @@ TEST(PreadScaling, TargetsAreEvaluatedFromTheMedians) {
   rows[2] = fake(16, S, 2, PreadPath::noref, {37e6, 37e6, 37e6});
   aggregate_pread_rows(rows);
   EXPECT_FALSE(target(evaluate_pread_targets(rows), "b").met);
+}
+
+// (g) and (h), the readers in other processes, on made-up rows.
+TEST(PreadScaling, RemoteReaderTargetsFollowTheRows) {
+  const auto S = PreadVariant::shared;
+  std::vector<PreadRow> rows = {
+      fake(16, S, 1, PreadPath::noref, {20e6, 20e6, 20e6}),         // 50 ns
+      fake(16, S, 1, PreadPath::noref_remote, {17e6, 18e6, 16e6}),  // 58.8 ns (median)
+      fake(16, S, 2, PreadPath::noref_remote, {33e6, 34e6, 32e6}),
+  };
+  aggregate_pread_rows(rows);
+  std::vector<PreadTarget> ts = evaluate_pread_targets(rows);
+  const PreadTarget& g = target(ts, "g");
+  EXPECT_TRUE(g.measured);
+  EXPECT_NEAR(g.value, (1e9 / 17e6) / 50.0, 1e-9);  // 1.18x
+  EXPECT_TRUE(g.met) << g.detail;
+  const PreadTarget& h = target(ts, "h");
+  EXPECT_NEAR(h.value, 33.0 / 17.0, 1e-9);  // 1.94x
+  EXPECT_TRUE(h.met) << h.detail;
+  rows[1] = fake(16, S, 1, PreadPath::noref_remote, {16e6, 16e6, 16e6});  // 62.5 ns: 1.25x
+  rows[2] = fake(16, S, 2, PreadPath::noref_remote, {30e6, 30e6, 30e6});  // 1.875x
+  aggregate_pread_rows(rows);
+  ts = evaluate_pread_targets(rows);
+  EXPECT_NEAR(target(ts, "g").value, 1.25, 1e-9);
+  EXPECT_FALSE(target(ts, "g").met);
+  EXPECT_NEAR(target(ts, "h").value, 30.0 / 16.0, 1e-9);
+  EXPECT_FALSE(target(ts, "h").met);
+  // Without noref in the run, (g) is not measured.
+  rows.erase(rows.begin());
+  aggregate_pread_rows(rows);
+  EXPECT_FALSE(target(evaluate_pread_targets(rows), "g").measured);
 }
 
 }  // namespace

@@ -22,6 +22,9 @@ namespace {
 
 Params short_params() {
   Params p;
+#ifdef NOREFS_REMOTE_READER
+  p.remote_reader = NOREFS_REMOTE_READER;
+#endif
   p.threads = {2};
   p.gp_intervals_us = {1000};
   p.file_bytes = 2 << 20;  // 512 pages per loader
@@ -158,12 +161,89 @@ TEST(PunchWaitStress, MountTargetBoundHoldsAndNothingStaysMounted) {
 #endif
 }
 
+// Idle readers in other processes (--remote-readers): the cell with 2 of
+// them runs with their 2 registry slots taken and every grace period pays
+// the registry's membarriers; the one with 0 runs after they left (its
+// slots back: the registry is empty, no membarrier).  Interleaved in one
+// run, each against the other.
+TEST(PunchWaitStress, IdleRemoteReadersTakeSlotsAndGracePeriodsPayForThem) {
+  Params p = short_params();
+  p.variants = {Variant::punch};
+  p.modes = {Mode::bound};
+  p.remote_readers = {2, 0};
+  std::vector<Cell> cells = run(p);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const Cell& c : cells) {
+    SCOPED_TRACE("remote readers " + std::to_string(c.remote_readers));
+    EXPECT_GT(c.bytes, 0u);
+    EXPECT_EQ(c.registry_slots, c.remote_readers) << "this process holds no slot of its own";
+    EXPECT_GT(c.grace_periods, 0u);
+    if (c.remote_readers > 0) {
+      EXPECT_GT(c.membarriers, 0u) << "a registered reader makes grace periods pay";
+    } else {
+      EXPECT_EQ(c.membarriers, 0u) << "no reader, nothing to pay";
+    }
+    EXPECT_EQ(c.registry_waited, 0u) << "idle readers are never inside a section";
+    EXPECT_EQ(c.samples_over_bound, 0u) << "peak live pages " << c.peak_live;
+    EXPECT_EQ(c.stop_ms, 0.0);
+  }
+  EXPECT_EQ(cells[0].remote_readers, 2u);  // in the order given (round 0)
+  EXPECT_EQ(cells[1].remote_readers, 0u);
+  nlohmann::json j = to_json(p, cells);
+  EXPECT_EQ(j["cells"][0]["remote_readers"].get<unsigned>(), 2u);
+  EXPECT_GT(j["cells"][0]["gib_vs_no_readers"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["cells"][1]["gib_vs_no_readers"].get<double>(), 1.0);
+  std::ostringstream table;
+  print_table(table, cells);
+  EXPECT_NE(table.str().find("membar/s"), std::string::npos) << table.str();
+}
+
+// --stop-reader-ms: a reader stopped inside its section holds every grace
+// period back; the bound still holds in every sample (the limit gives up
+// waiting and leaves pages uncached), the registry names the stopped pid,
+// and after it continues the load goes on.
+TEST(PunchWaitStress, StoppedRemoteReaderHoldsGracePeriodsAndTheBoundHolds) {
+  Params p = short_params();
+  p.variants = {Variant::punch};
+  p.modes = {Mode::bound};
+  p.remote_readers = {1};
+  p.stop_reader_ms = 300;
+  p.seconds = 0.9;  // the stop: 0.3 s to 0.6 s
+  std::vector<Cell> cells = run(p);
+  ASSERT_EQ(cells.size(), 1u);
+  const Cell& c = cells[0];
+  EXPECT_GE(c.stop_ms, 300.0);
+  EXPECT_GT(c.stop_samples, 0u);
+  EXPECT_EQ(c.samples_over_bound, 0u) << "peak live pages " << c.peak_live;
+  EXPECT_LE(c.peak_live, c.bound_pages);
+  EXPECT_TRUE(c.stop_blocker_named) << "the registry names the stopped reader's pid";
+  EXPECT_GE(c.max_gp_blocked_ms, 200u);
+  EXPECT_GE(c.registry_waited, 1u);
+  EXPECT_GT(c.limit_blocked, 0u) << "the limit gave up waiting for grace periods that could "
+                                    "not end";
+  EXPECT_GT(c.write_skipped, 0u);
+}
+
 TEST(PunchWaitTest, BadInputIsRejected) {
   Params p = short_params();
   p.threads.clear();
   EXPECT_THROW(run(p), std::invalid_argument);
   p = short_params();
   p.target = Target::mount;  // neither --daemon nor --mount
+  EXPECT_THROW(run(p), std::invalid_argument);
+  p = short_params();
+  p.target = Target::mount;
+  p.daemon = "/nonexistent/norefs";
+  p.remote_readers = {1};  // the daemon hands out no registry
+  EXPECT_THROW(run(p), std::invalid_argument);
+  p = short_params();
+  p.stop_reader_ms = 10;  // no reader to stop
+  EXPECT_THROW(run(p), std::invalid_argument);
+  p.remote_readers = {1};
+  p.modes = {Mode::expedite};  // no bound: the stop would pile up every freed page
+  EXPECT_THROW(run(p), std::invalid_argument);
+  p.modes = {Mode::bound};
+  p.stop_reader_ms = 150;  // not over before the load (0.2 s) is
   EXPECT_THROW(run(p), std::invalid_argument);
   EXPECT_FALSE(parse_mode("bogus").has_value());
   EXPECT_FALSE(parse_variant("bogus").has_value());
