@@ -179,10 +179,10 @@ TEST_F(RemoteReadTest, EveryByteIsRightWhileTheFilesChange) {
   EXPECT_GT(o.fast_reads, 100u) << "the reader hardly read through the fast path: " << o.out;
   EXPECT_GT(o.bytes, 0u) << o.out;
   // The pool's stats block (what norefsctl reads) shows the registry's
-  // grace periods and that some waited for the reader.
+  // grace periods.  (Whether one found the reader inside a section depends
+  // on timing: the test that names a stalled reader checks that.)
   alloc::Counters c = cache_.pool_counters();
   EXPECT_GT(c.remote.grace_periods, 0u);
-  EXPECT_GT(c.remote.waited, 0u);
 }
 
 // A reader that stays inside its section is named, live, in the pool's
