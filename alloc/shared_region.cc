@@ -95,11 +95,6 @@ bool SharedRegion::give_back(void* p, std::size_t len) {
                    static_cast<off_t>(offset_of(p)), static_cast<off_t>(len)) == 0;
 }
 
-std::size_t SharedRegion::carved() const {
-  std::lock_guard lk(mu_);
-  return next_ - kHeaderBytes;
-}
-
 std::byte* SharedRegion::map_view(int fd) {
   Header h{};
   if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {

@@ -75,8 +75,6 @@ class SharedRegion {
   // reads as zeros afterwards and costs nothing until written.  False (errno
   // set) if the kernel refused.
   bool give_back(void* p, std::size_t len);
-  // Bytes handed out by carve() so far.
-  std::size_t carved() const;
 
   // A reader's view: maps the region of `fd` read-only at the address its
   // header names (MAP_FIXED_NOREPLACE), checks the header, and returns the
@@ -90,7 +88,7 @@ class SharedRegion {
   std::byte* base_ = nullptr;
   std::size_t bytes_ = 0;
   int fd_ = -1;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::size_t next_ = 0;  // guarded by mu_: the first byte never carved
 };
 
